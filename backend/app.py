@@ -1,0 +1,138 @@
+"""App factory: the lifespan owns the engine and the completion service; routes are thin.
+
+/healthz answers as soon as the process is up; /readyz only while the engine serves (red while it starts,
+after it died, and while draining for shutdown). The WebSocket endpoint is /v1/ws.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from backend import metrics
+from backend.auth import TokenStore, token_from_headers
+from backend.engine import Engine, start_in_thread
+from backend.service import CompletionService
+from backend.session import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, CLOSE_UNAUTHORIZED, Session
+from backend.settings import Settings
+
+log = logging.getLogger("quickcode.app")
+
+
+class Backend:
+    """Everything the lifespan owns, reachable from handlers as `app.state.backend`."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.engine = Engine(settings)
+        self.service: CompletionService | None = None
+        self.tokens = TokenStore(settings.auth_tokens_file, settings.auth_tokens)
+        self.sessions: set[Session] = set()
+        self.draining = False
+        self.started_s = time.monotonic()
+        self._engine_task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self.service = CompletionService(self.settings, self.engine)
+        self.service.start()
+        metrics.watch_engine(lambda: self.engine.stats)
+        self._engine_task = asyncio.create_task(self._start_engine(), name="engine-start")
+
+    async def _start_engine(self) -> None:
+        try:
+            await start_in_thread(self.engine)
+            metrics.READY.set(1)
+        except Exception:
+            log.exception("the engine failed to start; /readyz stays red")
+
+    async def drain(self, deadline_s: float) -> None:
+        """Stop taking requests, let running ones finish until the deadline, then close every session."""
+        self.draining = True
+        if self.service is not None:
+            self.service.closing = True
+            end = time.monotonic() + deadline_s
+            while self.service.live_count and time.monotonic() < end:
+                await asyncio.sleep(0.02)
+            await self.service.close()
+        await asyncio.sleep(0.05)  # let the writers flush the last done frames
+        await asyncio.gather(*(s.close(CLOSE_GOING_AWAY, "server shutting down") for s in list(self.sessions)))
+
+    async def stop(self) -> None:
+        if not self.draining:
+            await self.drain(self.settings.shutdown_drain_s)
+        metrics.READY.set(0)
+        if self._engine_task is not None and not self._engine_task.done():
+            self._engine_task.cancel()
+        await asyncio.to_thread(self.engine.shutdown)
+
+    def user_for(self, headers, query_params) -> tuple[bool, str | None]:
+        """(allowed, user). An open server (no tokens configured) allows everyone, user None."""
+        if not self.tokens.enabled:
+            return True, None
+        user = self.tokens.user_for(token_from_headers(headers, query_params))
+        return user is not None, user
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    backend = Backend(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await backend.start()
+        yield
+        await backend.stop()
+
+    app = FastAPI(title="quickcode backend", lifespan=lifespan)
+    app.state.backend = backend
+
+    @app.get("/healthz")
+    async def healthz():
+        return {"status": "ok", "uptime_s": round(time.monotonic() - backend.started_s, 1)}
+
+    @app.get("/readyz")
+    async def readyz():
+        eng = backend.engine
+        if backend.draining:
+            return JSONResponse({"ready": False, "reason": "draining"}, status_code=503)
+        if not eng.ready:
+            return JSONResponse({"ready": False, "reason": eng.error}, status_code=503)
+        return {"ready": True, "model": settings.served_model_name, "spec_method": settings.spec_method,
+                "replica": settings.replica_id, "engine_start_s": round(eng.started_s or 0, 1)}
+
+    @app.get("/metrics")
+    async def prometheus(request: Request):
+        ok, _ = backend.user_for(request.headers, request.query_params)
+        if not ok:
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        return PlainTextResponse(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.websocket("/v1/ws")
+    async def ws_endpoint(ws: WebSocket):
+        ok, user = backend.user_for(ws.headers, ws.query_params)
+        await ws.accept()
+        if not ok:
+            await ws.close(CLOSE_UNAUTHORIZED, "unauthorized: missing or invalid API token")
+            return
+        if backend.draining:
+            await ws.close(CLOSE_GOING_AWAY, "server shutting down")
+            return
+        if len(backend.sessions) >= settings.max_sessions:
+            await ws.close(CLOSE_TRY_AGAIN_LATER, "session limit reached")
+            return
+        session = Session(ws, backend.service, settings, user, settings.served_model_name)
+        backend.sessions.add(session)
+        try:
+            await session.run()
+        finally:
+            backend.sessions.discard(session)
+
+    from backend.openai_api import register as register_openai
+
+    register_openai(app, backend)
+    return app

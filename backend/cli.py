@@ -1,0 +1,71 @@
+"""`quickcode serve` and `quickcode token`: the operator's commands."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the backend (FastAPI + vLLM) on the embedded default or a config")
+    p.add_argument("--host", default=None)
+    p.add_argument("--port", type=int, default=None)
+    p.add_argument("--config", type=Path, default=None, help="a TOML file of settings (backend/settings.py)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any setting, e.g. --set spec_method=off --set scheduler=fifo")
+    p.set_defaults(func=_serve)
+
+    t = sub.add_parser("token", help="issue or revoke per-user API tokens (stored hashed)")
+    tsub = t.add_subparsers(dest="token_cmd", required=True)
+    i = tsub.add_parser("issue", help="print a new token for USER (shown once) and store its hash")
+    i.add_argument("--user", required=True)
+    i.add_argument("--file", type=Path, required=True, help="the tokens file the server loads (auth_tokens_file)")
+    i.set_defaults(func=_issue)
+    r = tsub.add_parser("revoke", help="remove every token of USER")
+    r.add_argument("--user", required=True)
+    r.add_argument("--file", type=Path, required=True)
+    r.set_defaults(func=_revoke)
+
+
+def settings_from_args(args: argparse.Namespace):
+    import os
+
+    from backend.settings import Settings
+
+    if args.config:
+        os.environ["QUICKCODE_CONFIG"] = str(args.config)
+    overrides = {}
+    for kv in args.set:
+        key, sep, value = kv.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants KEY=VALUE, got {kv!r}")
+        overrides[key.strip()] = value
+    if args.host:
+        overrides["host"] = args.host
+    if args.port:
+        overrides["port"] = args.port
+    return Settings(**overrides)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from backend.serve import run
+
+    run(settings_from_args(args))
+    return 0
+
+
+def _issue(args: argparse.Namespace) -> int:
+    from backend.auth import issue
+
+    token = issue(args.file, args.user)
+    print(token)
+    print(f"stored the hash for user {args.user!r} in {args.file}; the token is not kept anywhere", file=sys.stderr)
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    from backend.auth import revoke
+
+    n = revoke(args.file, args.user)
+    print(f"revoked {n} token(s) of {args.user!r}", file=sys.stderr)
+    return 0 if n else 1

@@ -1,0 +1,65 @@
+"""Prometheus metrics of the backend (one process-wide set, in the default registry beside vLLM's own).
+
+Engine-wide speculative-decoding and prefix-cache figures are read from EngineStats at scrape time.
+"""
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+_LAT_BUCKETS_S = (.005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10)
+_TPOT_BUCKETS_S = (.001, .002, .004, .006, .008, .01, .015, .02, .03, .05, .1, .2)
+
+TTFT = Histogram("quickcode_ttft_seconds", "Frame received → first chunk sent", buckets=_LAT_BUCKETS_S)
+QUEUE = Histogram("quickcode_queue_seconds", "Time in the admission queue", buckets=_LAT_BUCKETS_S)
+PREFILL = Histogram("quickcode_engine_ttft_seconds", "Engine submit → first token (prefill)", buckets=_LAT_BUCKETS_S)
+TPOT = Histogram("quickcode_time_per_output_token_seconds", "Generation time per output token", buckets=_TPOT_BUCKETS_S)
+E2E = Histogram("quickcode_e2e_seconds", "Frame received → done sent", buckets=_LAT_BUCKETS_S)
+TOKENIZE = Histogram("quickcode_tokenize_seconds", "Prompt tokenization", buckets=(.0001, .0002, .0005, .001, .002, .005, .01))
+REQUESTS = Counter("quickcode_requests_total", "Requests by finish reason", ["finish_reason"])
+WITHIN_SLO = Counter("quickcode_requests_within_slo_total", "Served requests whose first chunk met the TTFT budget")
+ERRORS = Counter("quickcode_errors_total", "Typed errors sent, by code", ["code"])
+OUTPUT_TOKENS = Counter("quickcode_output_tokens_total", "Tokens streamed to clients")
+SESSIONS = Gauge("quickcode_sessions", "Open WebSocket sessions")
+QUEUED = Gauge("quickcode_queued_requests", "Requests waiting in the admission queue")
+QUEUED_TOKENS = Gauge("quickcode_queued_prompt_tokens", "Prompt tokens waiting in the admission queue")
+RUNNING = Gauge("quickcode_running_requests", "Requests in the engine")
+TELEMETRY = Counter("quickcode_completion_events_total", "Client telemetry by event", ["event", "language"])
+SHOWN_CHARS = Counter("quickcode_shown_chars_total", "Characters of completions shown")
+ACCEPTED_CHARS = Counter("quickcode_accepted_chars_total", "Characters of completions accepted (full or partial)")
+READY = Gauge("quickcode_engine_ready", "1 when the engine serves requests")
+
+
+class EngineCollector:
+    """Speculative acceptance and prefix-cache hit rate from the engine's own step statistics."""
+
+    def __init__(self, stats_fn):
+        self.stats_fn = stats_fn
+
+    def collect(self):
+        s = self.stats_fn()
+        if s is None:
+            return
+        yield CounterMetricFamily("quickcode_spec_draft_tokens", "Draft tokens proposed", value=s.spec_draft_tokens)
+        yield CounterMetricFamily("quickcode_spec_accepted_tokens", "Draft tokens accepted", value=s.spec_accepted_tokens)
+        yield GaugeMetricFamily("quickcode_spec_acceptance_rate", "Accepted / proposed draft tokens",
+                                value=s.spec_accepted_tokens / s.spec_draft_tokens if s.spec_draft_tokens else 0.0)
+        yield CounterMetricFamily("quickcode_prefix_cache_queries_tokens", "Prompt tokens looked up", value=s.prefix_queries)
+        yield CounterMetricFamily("quickcode_prefix_cache_hits_tokens", "Prompt tokens found cached", value=s.prefix_hits)
+        yield GaugeMetricFamily("quickcode_prefix_cache_hit_rate", "Hit tokens / queried tokens",
+                                value=s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0)
+        yield GaugeMetricFamily("quickcode_engine_running", "Requests running in vLLM", value=s.num_running)
+        yield GaugeMetricFamily("quickcode_engine_waiting", "Requests waiting in vLLM", value=s.num_waiting)
+
+
+_collector: EngineCollector | None = None
+
+
+def watch_engine(stats_fn) -> None:
+    """Point the (single, process-wide) engine collector at the current engine's statistics."""
+    global _collector
+    if _collector is None:
+        _collector = EngineCollector(stats_fn)
+        REGISTRY.register(_collector)
+    else:
+        _collector.stats_fn = stats_fn

@@ -1,0 +1,50 @@
+"""`quickcode serve`: uvicorn around the app factory, with a shutdown that drains before it closes.
+
+On SIGTERM/SIGINT the first signal starts the drain (new requests get `shutting_down`, running ones may
+finish until `shutdown_drain_s`, then every session is closed with 1001); uvicorn stops after that.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+import uvicorn
+
+from backend.settings import Settings
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, backend):
+        super().__init__(config)
+        self.backend = backend
+        self._draining: asyncio.Task | None = None
+
+    def handle_exit(self, sig, frame) -> None:
+        if self._draining is None and not self.should_exit:
+            loop = asyncio.get_event_loop()
+            self._draining = loop.create_task(self._drain_then_exit())
+        else:
+            super().handle_exit(sig, frame)  # a second signal: stop now
+
+    async def _drain_then_exit(self) -> None:
+        try:
+            await self.backend.drain(self.backend.settings.shutdown_drain_s)
+        finally:
+            self.should_exit = True
+
+
+def run(settings: Settings) -> None:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from backend.app import create_app
+
+    app = create_app(settings)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level=settings.log_level, loop="uvloop", http="httptools",
+        ws="websockets-sansio", ws_max_size=max(4 * settings.max_frame_bytes, 1 << 22), ws_ping_interval=20.0,
+        ws_ping_timeout=20.0, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
+        timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False,
+    )
+    DrainingServer(config, app.state.backend).run()

@@ -1,0 +1,253 @@
+"""The completion service: validate → tokenize → schedule → stream from the engine → end exactly once.
+
+Every request is keyed by (session id, client id): ids are scoped to their session, so no client can name,
+cancel or read another session's request. Frames go to a `Sink` (a WebSocket session, or the OpenAI
+endpoint) through a synchronous, ordered `send`, so ending a request never races its own chunks.
+
+Invariant: each accepted request gets exactly one terminal frame (`done`, or `error` with its id), and its
+engine request is aborted if it ends for any reason other than the engine finishing it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from backend import metrics
+from backend.engine import Engine
+from backend.fim import build_prompt, render_snippets
+from backend.ratelimit import TokenBuckets
+from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
+from backend.settings import Settings
+from protocol import (Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, Priority, ProtocolError,
+                      Timing)
+
+log = logging.getLogger("quickcode.service")
+_VLLM_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "abort": FinishReason.CANCELLED}
+_END_REASON = {Reason.SUPERSEDED: FinishReason.SUPERSEDED, Reason.SHED: FinishReason.SHED,
+               Reason.CANCELLED: FinishReason.CANCELLED}
+MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
+
+
+class Sink(Protocol):
+    def send(self, msg: Message) -> None: ...
+
+
+@dataclass
+class Request:
+    key: tuple[str, str]
+    engine_id: str
+    sink: Sink
+    msg: Complete
+    user: str
+    prompt_ids: list[int]
+    t_recv: float
+    tokenize_ms: float
+    t_queued: float = 0.0
+    t_start: float | None = None
+    t_first: float | None = None
+    t_second: float | None = None
+    t_last: float | None = None
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    spec_proposed: int = 0
+    spec_accepted: int = 0
+    task: asyncio.Task | None = None
+    ended: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class CompletionService:
+    def __init__(self, settings: Settings, engine: Engine):
+        self.s = settings
+        self.engine = engine
+        self.sched = Scheduler(SchedulerConfig(
+            mode=settings.scheduler, max_running=settings.max_running, per_user_inflight=settings.per_user_inflight,
+            ttft_budget_s=settings.ttft_budget_ms / 1000, prefetch_share=settings.prefetch_max_running_share,
+            shed_enabled=settings.shed_enabled), RateModel())
+        self.requests: dict[tuple[str, str], Request] = {}
+        self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+        self._wake = asyncio.Event()
+        self._ticker: asyncio.Task | None = None
+        self.closing = False
+
+    # ── lifecycle
+    def start(self) -> None:
+        self._ticker = asyncio.create_task(self._tick_loop(), name="scheduler-tick")
+
+    async def close(self) -> None:
+        self.closing = True
+        if self._ticker:
+            self._ticker.cancel()
+        for req in list(self.requests.values()):
+            self._end(req, FinishReason.CANCELLED, abort=True)
+
+    @property
+    def live_count(self) -> int:
+        return len(self.requests)
+
+    # ── client events
+    def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float) -> None:
+        """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error frame)."""
+        key = (session_id, msg.id)
+        self._validate(key, session_id, user, msg)
+        t0 = time.perf_counter()
+        snippets = render_snippets([(s.path, s.text) for s in msg.snippets], msg.language) if msg.snippets else ""
+        max_tokens = 1 if msg.prefill_only else msg.max_tokens
+        budget = min(self.s.max_prompt_tokens, self.engine.max_model_len - max_tokens - 1)
+        ids = build_prompt(self.engine.tokenizer, self.engine.template, msg.prefix, msg.suffix, budget, snippets)
+        now = time.perf_counter()
+        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now)
+        metrics.TOKENIZE.observe(now - t0)
+        self.requests[key] = req
+        job = Job(key, user, len(ids), max_tokens, prefetch=msg.priority == Priority.PREFETCH or msg.prefill_only)
+        self._apply(self.sched.submit(job, now))
+        self._wake.set()
+
+    def cancel(self, session_id: str, rid: str) -> None:
+        """A cancel for an id this session does not have (finished, or never sent) is ignored: races are normal."""
+        if (session_id, rid) in self.requests:
+            self._apply(self.sched.cancel((session_id, rid), time.perf_counter()))
+
+    def drop_session(self, session_id: str) -> None:
+        """The connection is gone: end (and abort) everything it had, sending nothing."""
+        for key in [k for k in self.requests if k[0] == session_id]:
+            req = self.requests[key]
+            self._apply(self.sched.cancel(key, time.perf_counter()))
+            if not req.ended:
+                self._end(req, FinishReason.CANCELLED, abort=True)
+
+    # ── internals
+    def _validate(self, key, session_id: str, user: str, msg: Complete) -> None:
+        if self.closing:
+            raise ProtocolError(ErrorCode.SHUTTING_DOWN, "the server is shutting down", msg.id)
+        if not self.engine.ready:
+            raise ProtocolError(ErrorCode.ENGINE_UNAVAILABLE, self.engine.error or "engine not ready", msg.id)
+        if key in self.requests:
+            raise ProtocolError(ErrorCode.DUPLICATE_ID, f"request {msg.id!r} is still running in this session", msg.id)
+        if not 0 < msg.max_tokens <= self.s.max_tokens_limit:
+            raise ProtocolError(ErrorCode.MAX_TOKENS_TOO_LARGE,
+                                f"max_tokens must be 1..{self.s.max_tokens_limit}, got {msg.max_tokens}", msg.id)
+        chars = len(msg.prefix) + len(msg.suffix) + sum(len(s.text) + len(s.path) for s in msg.snippets)
+        if chars > self.s.max_prompt_chars:
+            raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
+                                f"prompt of {chars} characters exceeds {self.s.max_prompt_chars}", msg.id)
+        if not 0.0 <= msg.temperature <= 2.0:
+            raise ProtocolError(ErrorCode.BAD_VALUE, "temperature must be within 0..2", msg.id)
+        if len(msg.stop) > MAX_STOP_STRINGS or any(not s or len(s) > MAX_STOP_CHARS for s in msg.stop):
+            raise ProtocolError(ErrorCode.BAD_VALUE,
+                                f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
+        if sum(1 for k in self.requests if k[0] == session_id) >= self.s.max_requests_per_session:
+            raise ProtocolError(ErrorCode.RATE_LIMITED, "too many requests in flight in this session", msg.id)
+        if not self.limits.take(user):
+            raise ProtocolError(ErrorCode.RATE_LIMITED,
+                                f"more than {self.s.rate_limit_per_s:g} requests/s for this user", msg.id)
+
+    def _apply(self, actions) -> None:
+        for a in actions:
+            req = self.requests.get(a.key)
+            if req is None or req.ended:
+                continue
+            if isinstance(a, Start):
+                req.t_start = time.perf_counter()
+                metrics.QUEUE.observe(req.t_start - req.t_queued)
+                req.task = asyncio.create_task(self._run(req, a.engine_priority), name=req.engine_id)
+            elif isinstance(a, End):
+                self._end(req, _END_REASON[a.reason], abort=a.was_running)
+        self._gauges()
+
+    async def _run(self, req: Request, priority: int) -> None:
+        msg = req.msg
+        finish = FinishReason.STOP
+        try:
+            async for d in self.engine.generate(req.engine_id, req.prompt_ids, 1 if msg.prefill_only else msg.max_tokens,
+                                                msg.stop, msg.temperature, priority):
+                now = time.perf_counter()
+                if req.t_first is None:
+                    req.t_first = now
+                    req.cached_tokens = d.num_cached_tokens
+                    self.sched.rates.observe_prefill(len(req.prompt_ids) - d.num_cached_tokens, now - req.t_start)
+                elif req.t_second is None:
+                    req.t_second = now
+                req.t_last = now
+                req.output_tokens += d.num_tokens
+                if d.text and not msg.prefill_only:
+                    if req.output_tokens == d.num_tokens:
+                        metrics.TTFT.observe(now - req.t_recv)
+                    req.sink.send(Chunk(id=msg.id, text=d.text))
+                self.sched.progress(req.key, req.output_tokens)
+                if d.finish_reason:
+                    finish = _VLLM_FINISH.get(d.finish_reason, FinishReason.STOP)
+                    req.spec_proposed, req.spec_accepted = d.spec_draft_tokens, d.spec_accepted_tokens
+        except asyncio.CancelledError:
+            raise  # ended by _end (superseded, cancelled, shed, shutdown): it sent the terminal frame
+        except Exception as e:  # engine died or refused: a typed error for this request, the service lives on
+            log.warning("request %s failed in the engine: %s", req.engine_id, e)
+            self._end(req, FinishReason.ERROR, abort=True,
+                      error=Error(id=msg.id, code=ErrorCode.ENGINE_UNAVAILABLE, message=f"engine failed: {type(e).__name__}"))
+            self._apply(self.sched.finished(req.key, time.perf_counter()))
+            return
+        if req.output_tokens > 1 and req.t_first is not None:
+            self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
+        self._end(req, finish, abort=False)
+        self._apply(self.sched.finished(req.key, time.perf_counter()))
+
+    def _end(self, req: Request, reason: FinishReason, *, abort: bool, error: Error | None = None) -> None:
+        if req.ended:
+            return
+        req.ended = True
+        self.requests.pop(req.key, None)
+        if req.task is not None and not req.task.done() and req.task is not asyncio.current_task():
+            req.task.cancel()  # AsyncLLM aborts the engine request when its consumer is cancelled
+        if abort and req.t_start is not None:
+            asyncio.get_running_loop().create_task(self.engine.abort(req.engine_id))
+        timing = self.timing(req)
+        metrics.REQUESTS.labels(reason.value).inc()
+        metrics.E2E.observe(timing.total_ms / 1000)
+        metrics.OUTPUT_TOKENS.inc(req.output_tokens)
+        if req.t_first is not None and req.t_start is not None:
+            metrics.PREFILL.observe(req.t_first - req.t_start)
+            if timing.ttft_ms + timing.queue_ms <= self.s.ttft_budget_ms:
+                metrics.WITHIN_SLO.inc()
+        if req.output_tokens > 1 and req.t_last and req.t_first:
+            metrics.TPOT.observe((req.t_last - req.t_first) / (req.output_tokens - 1))
+        if error is not None:
+            metrics.ERRORS.labels(error.code).inc()
+            req.sink.send(error)
+        else:
+            req.sink.send(Done(id=req.msg.id, finish_reason=reason, timing=timing))
+
+    def timing(self, req: Request) -> Timing:
+        now = time.perf_counter()
+        start = req.t_start
+        gen_s = (req.t_last - req.t_first) if req.t_first and req.t_last else 0.0
+        return Timing(
+            queue_ms=round(((start or now) - req.t_queued) * 1000, 3),
+            tokenize_ms=round(req.tokenize_ms, 3),
+            ttft_ms=round((req.t_first - start) * 1000, 3) if req.t_first and start else 0.0,
+            first_decode_ms=round((req.t_second - req.t_first) * 1000, 3) if req.t_second else 0.0,
+            generate_ms=round(gen_s * 1000, 3),
+            total_ms=round((now - req.t_recv) * 1000, 3),
+            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens, output_tokens=req.output_tokens,
+            tokens_per_s=round((req.output_tokens - 1) / gen_s, 1) if gen_s > 0 and req.output_tokens > 1 else 0.0,
+            spec_proposed=req.spec_proposed, spec_accepted=req.spec_accepted,
+        )
+
+    def _gauges(self) -> None:
+        metrics.QUEUED.set(len(self.sched.queue))
+        metrics.QUEUED_TOKENS.set(self.sched.queued_prompt_tokens)
+        metrics.RUNNING.set(len(self.sched.running))
+
+    async def _tick_loop(self) -> None:
+        """Re-check queued requests against the TTFT budget while anything waits (5 ms resolution)."""
+        while True:
+            if not self.sched.queue:
+                self._wake.clear()
+                await self._wake.wait()
+            await asyncio.sleep(0.005)
+            try:
+                self._apply(self.sched.tick(time.perf_counter()))
+            except Exception:  # never let the ticker die: it is what keeps the queue bounded
+                log.exception("scheduler tick failed")

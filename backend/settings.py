@@ -1,0 +1,89 @@
+"""The backend's one typed source of defaults: environment (QUICKCODE_*) over a TOML file over these values.
+
+The defaults are the embedded default (tiny models on a 2-core CPU); `configs/gpu-13b-int8.toml` is the GPU
+profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="QUICKCODE_", extra="forbid")
+
+    # ── network
+    host: str = "127.0.0.1"
+    port: int = 8765
+    ssl_certfile: Path | None = None          # TLS: give both files (uvicorn serves wss:// and https://)
+    ssl_keyfile: Path | None = None
+    replica_id: str = Field(default_factory=lambda: os.environ.get("HOSTNAME", "") or f"pid{os.getpid()}")
+
+    # ── models
+    model: Path = REPO / "models" / "target"
+    model_int8: Path = REPO / "models" / "target-int8"
+    precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
+    draft_model: Path = REPO / "models" / "draft"
+    spec_method: Literal["draft", "ngram", "off"] = "draft"
+    num_speculative_tokens: int = 5
+    served_model_name: str = "quickcode-embedded"
+    fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the model folder's quickcode_fim.json
+
+    # ── vLLM engine
+    dtype: str = "bfloat16"
+    max_model_len: int | None = None      # None: the model's max_position_embeddings
+    block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
+    enable_prefix_caching: bool = True
+    kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
+    gpu_memory_utilization: float = 0.90
+    enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
+    tensor_parallel_size: int = 1
+    data_parallel_size: int = 1
+    max_num_seqs: int = 32
+    preload_iomp: bool = True             # LD_PRELOAD Intel OpenMP for the engine (vLLM: spec decode on CPU)
+    engine_log_stats: bool = True
+
+    # ── scheduler (backend/scheduler.py)
+    scheduler: Literal["latency", "fifo"] = "latency"
+    max_running: int = 4                  # requests in the engine at once
+    per_user_inflight: int = 2
+    ttft_budget_ms: float = 200.0         # shed when the predicted wait would break it
+    prefetch_max_running_share: float = 0.5  # prefetches only start below this share of max_running
+    shed_enabled: bool = True
+
+    # ── limits (typed errors beyond these)
+    max_frame_bytes: int = 1 << 20
+    max_prompt_chars: int = 64_000
+    max_prompt_tokens: int = 1536         # the prompt is cut (prefix head, suffix tail) to fit
+    max_tokens_limit: int = 256
+    max_requests_per_session: int = 64    # queued + running per connection
+    rate_limit_per_s: float = 50.0        # per user, token bucket
+    rate_limit_burst: int = 100
+    max_sessions: int = 20_000
+
+    # ── auth
+    auth_tokens_file: Path | None = None  # hashed tokens from `quickcode token issue`; None = open (loopback)
+    auth_tokens: str = ""                 # or hashed entries inline "user:sha256hex,user2:..." (env)
+
+    # ── lifecycle
+    shutdown_drain_s: float = 5.0
+    log_level: str = "info"
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource):
+        sources = [init_settings, env_settings]
+        if os.environ.get("QUICKCODE_CONFIG"):
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=os.environ["QUICKCODE_CONFIG"]))
+        return tuple(sources)
+
+    @property
+    def target_path(self) -> Path:
+        return self.model_int8 if self.precision == "int8" else self.model

@@ -1,0 +1,81 @@
+"""Documents → FIM-transformed samples → one packed stream of token ids per split (uint16 `.bin`).
+
+A sample is a chunk of a document (cut at line boundaries) that becomes, with probability `fim_rate`, a
+PSM/SPM fill-in-the-middle sample, else plain text; samples are joined by <|endoftext|>. Each FIM part is
+tokenized on its own, exactly as the backend tokenizes prefix and suffix, so training sees the token
+boundaries inference will. `passes` re-cuts the training documents with fresh random splits.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+from tqdm import tqdm
+
+from draft_model.corpus import Document
+from draft_model.fim import EOT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, FimSample, split_for_fim
+
+
+def chunks(text: str, max_chars: int) -> list[str]:
+    out, cur, size = [], [], 0
+    for line in text.splitlines(keepends=True):
+        if size + len(line) > max_chars and cur:
+            out.append("".join(cur))
+            cur, size = [], 0
+        cur.append(line)
+        size += len(line)
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def fim_ids(tok: Tokenizer, s: FimSample) -> list[int]:
+    tid = tok.token_to_id
+    pre, suf, mid = (tok.encode(x).ids for x in (s.prefix, s.suffix, s.middle))
+    if s.order == "spm":
+        head = [tid(FIM_SUFFIX), *suf, tid(FIM_PREFIX), *pre]
+    else:
+        head = [tid(FIM_PREFIX), *pre, tid(FIM_SUFFIX), *suf]
+    return [*head, tid(FIM_MIDDLE), *mid, tid(EOT)]
+
+
+def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, fim_rate: float,
+         spm_rate: float, passes: int, seed: int) -> int:
+    """Write `out` (uint16 token ids); return the number of tokens."""
+    assert tok.get_vocab_size() < 2**16
+    rng = random.Random(seed)
+    eot = tok.token_to_id(EOT)
+    parts: list[np.ndarray] = []
+    for p in range(passes):
+        pieces = [c for d in docs for c in chunks(d.text, chunk_chars)]
+        rng.shuffle(pieces)
+        plain: list[str] = []
+        fims: list[str] = []
+        for c in pieces:
+            (fims if rng.random() < fim_rate else plain).append(c)
+        for enc in tok.encode_batch(plain):
+            parts.append(np.asarray([*enc.ids, eot], dtype=np.uint16))
+        for c in tqdm(fims, desc=f"pack {out.name} pass {p + 1}/{passes}", unit="chunk", leave=False):
+            parts.append(np.asarray(fim_ids(tok, split_for_fim(c, rng, spm_rate)), dtype=np.uint16))
+    arr = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    arr.tofile(out)
+    return int(len(arr))
+
+
+def write_fim_eval(docs: list[Document], out: Path, n: int, seed: int) -> None:
+    """Held-out fill-in-the-middle cases (line-aware cuts) for completion quality and acceptance."""
+    rng = random.Random(seed)
+    pieces = [(d.path, c) for d in docs for c in chunks(d.text, 1500) if len(c) > 200]
+    rng.shuffle(pieces)
+    with open(out, "w") as f:
+        for path, c in pieces[:n]:
+            s = split_for_fim(c, rng, spm_rate=0.0)
+            f.write(json.dumps({"path": path, "prefix": s.prefix, "suffix": s.suffix, "middle": s.middle}) + "\n")
+
+
+def load_bin(path: Path) -> np.ndarray:
+    return np.memmap(path, dtype=np.uint16, mode="r")

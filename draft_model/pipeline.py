@@ -1,0 +1,86 @@
+"""The model team's stages, each resumable: prepare (corpus → tokenizer → packed bins), train, distil.
+
+Every stage skips work whose output already exists (pass force=True to redo), so an interrupted run is
+continued by running the same command again.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from draft_model import corpus, pack, tokenizer as tokmod
+from draft_model.configs import MODEL_SIZES, TrainProfile
+
+
+def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.05, vocab_size: int = 8192,
+            chunk_chars: int = 2000, fim_rate: float = 0.7, spm_rate: float = 0.5, passes: int = 2,
+            max_docs: int | None = None, force: bool = False, seed: int = 0) -> dict:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    if force or not (data_dir / "manifest.json").exists():
+        train, heldout, stats = corpus.collect(sources, heldout_fraction)
+        if max_docs:
+            train, heldout = train[:max_docs], heldout[: max(2, max_docs // 10)]
+        corpus.write(data_dir, train, heldout, stats)
+    train = corpus.read_docs(data_dir, "train")
+    heldout = corpus.read_docs(data_dir, "heldout")
+    if not heldout:
+        raise SystemExit("the held-out split is empty: add sources or raise --heldout-fraction")
+    tok_dir = data_dir / "tokenizer"
+    if force or not (tok_dir / "tokenizer.json").exists():
+        tok = tokmod.train_bpe((d.text for d in train), vocab_size)
+        tokmod.save_hf(tok, tok_dir, model_max_length=max(s.max_position_embeddings for s in MODEL_SIZES.values()))
+    tok = tokmod.load(tok_dir)
+    counts = {}
+    for split, docs, passes_ in (("train", train, passes), ("heldout", heldout, 1)):
+        out = data_dir / f"{split}.bin"
+        if force or not out.exists():
+            # held-out is plain text (no FIM): its loss is the model's next-token quality
+            pack.pack(tok, docs, out, chunk_chars=chunk_chars, fim_rate=fim_rate if split == "train" else 0.0,
+                      spm_rate=spm_rate, passes=passes_, seed=seed)
+        counts[split] = len(pack.load_bin(out))
+    if force or not (data_dir / "heldout_fim.jsonl").exists():
+        pack.write_fim_eval(heldout, data_dir / "heldout_fim.jsonl", n=400, seed=seed)
+    summary = {"train_docs": len(train), "heldout_docs": len(heldout), "train_tokens": counts["train"],
+               "heldout_tokens": counts["heldout"], "vocab_size": tok.get_vocab_size(),
+               "chars_per_token": round(sum(len(d.text) for d in heldout) / max(1, counts["heldout"]), 2)}
+    (data_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Path, argv: list[str]) -> dict:
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    return {
+        "kind": kind, "size": size, "profile": p.name, "command": " ".join(["quickcode", *argv]),
+        "result": result, "data_summary": json.loads((data_dir / "summary.json").read_text()),
+        "heldout_modules": manifest["heldout_modules"], "trained_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {"cpu": platform.processor() or platform.machine(), "python": sys.version.split()[0]},
+    }
+
+
+def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, export_dir: Path, *,
+                steps: int | None, minutes: float | None, teacher_dir: Path | None = None,
+                init_dir: Path | None = None, seed: int = 0, argv: list[str] | None = None) -> dict:
+    from draft_model.train import build_model, export, load_model, train
+
+    tok_dir = data_dir / "tokenizer"
+    teacher = None
+    if teacher_dir is not None:
+        tokmod.check_same_vocab(teacher_dir, tok_dir)
+        teacher = load_model(teacher_dir)
+    model = load_model(init_dir) if init_dir else build_model(MODEL_SIZES[size_name], tok_dir, seed)
+    n_params = sum(q.numel() for q in model.parameters())
+    label = f"{'distil' if teacher is not None else 'train'} {size_name} ({n_params / 1e6:.2f}M)"
+    result = train(model, p, data_dir, run_dir, steps=steps, minutes=minutes, teacher=teacher, seed=seed,
+                   label=label)
+    result["params"] = n_params
+    kind = "draft-distilled" if teacher is not None else ("draft" if "draft" in size_name else "target")
+    prov = provenance(kind, size_name, p, result, data_dir, argv or [])
+    if teacher_dir is not None:
+        prov["teacher"] = str(teacher_dir)
+    if init_dir is not None:
+        prov["init"] = str(init_dir)
+    export(model, tok_dir, export_dir, prov)
+    return result
