@@ -10,12 +10,14 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     from backend import cli as backend_cli
+    from benchmarks import cli as bench_cli
     from draft_model import cli as model_cli
 
     parser = argparse.ArgumentParser(prog="quickcode", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     backend_cli.register(sub)
     model_cli.register(sub)
+    bench_cli.register(sub)
     return parser
 
 

@@ -1,0 +1,25 @@
+# The two commands of README.md:  `make demo`  and  `make test`  (each sets up what it needs first).
+.PHONY: demo test test-fast test-engine test-editors setup setup-all
+SHELL := /bin/bash
+
+setup:
+	scripts/setup.sh core
+
+setup-all:
+	scripts/setup.sh all
+
+demo: setup
+	.venv/bin/quickcode demo
+
+# The whole suite, as CI runs it (.ci/run calls exactly this).
+test: setup-all
+	.venv/bin/python -m pytest -q
+
+test-fast: setup
+	.venv/bin/python -m pytest -q -m "not engine and not editor and not pipeline and not slow"
+
+test-engine: setup
+	.venv/bin/python -m pytest -q -m engine
+
+test-editors: setup-all
+	.venv/bin/python -m pytest -q -m editor

@@ -1,0 +1,51 @@
+"""`quickcode bench NAME` and `quickcode report`: each benchmark is a module with `add_arguments(parser)` and
+`run(args) -> dict` (the headline figures; the module writes its report through benchmarks/report.py).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHES = {
+    "trace": ("benchmarks.trace", "replay a code-completion trace (Azure format) over WebSockets"),
+    "overload": ("benchmarks.overload", "~3x the sustainable rate: our scheduler vs a FIFO baseline, one run"),
+    "sessions": ("benchmarks.sessions", "10,000 concurrent WebSocket sessions held by one backend"),
+    "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM; tokenization"),
+    "typing": ("benchmarks.typing", "replay typing through the real language server vs a naive baseline"),
+    "draft": ("benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="benchmarks: a markdown report, then one JSON line of headline figures")
+    bsub = bench.add_subparsers(dest="bench_name", required=True)
+    for name, (module, helptext) in BENCHES.items():
+        p = bsub.add_parser(name, help=helptext)
+        p.set_defaults(func=_runner(module), bench_module=module)
+        try:
+            importlib.import_module(module).add_arguments(p)
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            p.set_defaults(func=_missing(name))
+
+    rep = sub.add_parser("report", help="latency breakdown table (component, p50, p95, share) from a running backend")
+    rep.set_defaults(func=_runner("benchmarks.breakdown"), bench_module="benchmarks.breakdown")
+    try:
+        importlib.import_module("benchmarks.breakdown").add_arguments(rep)
+    except ModuleNotFoundError as e:
+        if e.name != "benchmarks.breakdown":
+            raise
+
+
+def _runner(module: str):
+    def run(args: argparse.Namespace) -> int:
+        importlib.import_module(module).run(args)
+        return 0
+    return run
+
+
+def _missing(name: str):
+    def run(args: argparse.Namespace) -> int:
+        raise SystemExit(f"benchmark {name!r} is not built yet")
+    return run

