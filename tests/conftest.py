@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -29,14 +30,15 @@ class RunningBackend:
     port: int
     proc: subprocess.Popen
     log_path: Path
+    tls: bool = False           # started with ssl_certfile/ssl_keyfile: wss:// and https://
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/ws"
+        return f"{'wss' if self.tls else 'ws'}://127.0.0.1:{self.port}/v1/ws"
 
     @property
     def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def log_tail(self, n: int = 60) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
@@ -53,13 +55,15 @@ def start_backend(log_path: Path, *settings: str, port: int | None = None, env: 
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, **(env or {})})
-    backend = RunningBackend(port, proc, log_path)
+    backend = RunningBackend(port, proc, log_path, tls=any(kv.startswith("ssl_certfile=") for kv in settings))
+    # readiness only: the certificate itself is checked by the TLS tests
+    probe_ctx = ssl._create_unverified_context() if backend.tls else None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
         try:
-            with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=2) as r:
+            with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=2, context=probe_ctx) as r:
                 if r.status == 200:
                     return backend
         except Exception:
