@@ -4,21 +4,27 @@ Invariants (checked by tests/test_scheduler.py with virtual time):
   1. Per user, a NORMAL request supersedes every older live request of that user (queued or running); a
      PREFETCH supersedes only the user's older prefetches. Superseded requests end with `superseded`, and a
      running one is aborted in the engine (the caller acts on `End(..., was_running=True)`).
-  2. A user never has more than `per_user_inflight` live requests: the oldest give way (superseded).
+  2. A user never has more than `per_user_inflight` (≥ 1) live requests. Given 1., a user holds at most one
+     normal and one prefetch request; a prefetch never displaces a normal one, so over the cap (a cap of 1)
+     the new prefetch itself is shed.
   3. At most `max_running` requests are in the engine. A queued NORMAL request always starts before any
      queued PREFETCH; prefetches start only while the engine is below `prefetch_share` of its slots, and a
      running prefetch is evicted (`shed`) when a normal request is waiting for its slot.
   4. Queued normal requests start in arrival order across users. Since each user has at most one live
      normal request (1.), one fast typist holds at most one place in the queue and cannot starve others.
-  5. A request whose predicted time to first token (queued prompt tokens ahead / measured prefill rate,
-     plus the wait for a slot, plus its own prefill) exceeds the TTFT budget is answered at once with an
-     empty completion (`shed`), at admission or later while it waits: the queue never grows past what can
-     be served within the budget.
+  5. A request whose predicted time to first token (time waited, plus the wait for a slot, plus the prefill
+     of the requests ahead of it and its own, at the measured rates) exceeds the TTFT budget is answered
+     with an empty completion (`shed`), at admission or later while it waits: the queue never grows past
+     what can be served within the budget. The prediction simulates the slots: running requests free
+     theirs after their expected remaining tokens, queued ones take the earliest free slot in start order,
+     and prefills run one after another (the engine's compute is shared). A request that gets a slot at
+     once is never shed at admission (an idle engine serves even a prompt slower than the budget).
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
 In `fifo` mode (the baseline) none of this applies: every request starts at once, in arrival order.
 """
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -75,9 +81,11 @@ class SchedulerConfig:
 
 @dataclass
 class RateModel:
-    """Measured engine speed (EWMA). Prefill in prompt tokens/s; decode in tokens/s of one running request."""
+    """Measured engine speed (EWMA). Prefill in prompt tokens/s of the engine (prefills are serial);
+    decode in tokens/s of one running request; output in tokens per finished request."""
     prefill_tok_s: float = 20_000.0
     decode_tok_s: float = 100.0
+    output_tokens: float = 16.0
     alpha: float = 0.2
     samples: int = field(default=0)
 
@@ -89,6 +97,11 @@ class RateModel:
     def observe_decode(self, tokens: int, seconds: float) -> None:
         if tokens > 0 and seconds > 0:
             self.decode_tok_s += self.alpha * (tokens / seconds - self.decode_tok_s)
+
+    def observe_output(self, tokens: int) -> None:
+        """Tokens a request generated before it stopped by itself (stop or length)."""
+        if tokens > 0:
+            self.output_tokens += self.alpha * (tokens - self.output_tokens)
 
 
 class Scheduler:
@@ -107,20 +120,47 @@ class Scheduler:
         return sum(j.prompt_tokens for j in self.queue.values())
 
     def predicted_ttft_s(self, job: Job, now: float) -> float:
-        """Wait for a slot + prefill of everything queued ahead of `job` + its own prefill."""
-        ahead = 0
-        for j in self.queue.values():
-            if j is job:
-                break
-            if not j.prefetch:
-                ahead += j.prompt_tokens
-        slot_wait = 0.0
-        busy = len(self.running) - sum(1 for j in self.running.values() if j.prefetch and not job.prefetch)
-        if busy >= self.cfg.max_running:
-            remaining = min(max(1, j.max_tokens - j.generated) for j in self.running.values())
-            slot_wait = remaining / self.rates.decode_tok_s
-        waited = now - job.arrival_s
-        return waited + slot_wait + (ahead + job.prompt_tokens) / self.rates.prefill_tok_s
+        """Predicted time from `job`'s arrival to its first token (see invariant 5); 0 if it is not queued."""
+        first = self._forecast(now)[0].get(job.key)
+        return 0.0 if first is None else first - job.arrival_s
+
+    def _expected_tokens(self, job: Job) -> float:
+        """Tokens `job` will still generate: the measured mean output, capped by max_tokens, at least one more."""
+        total = min(float(job.max_tokens), max(self.rates.output_tokens, job.generated + 1.0))
+        return max(1.0, total - job.generated)
+
+    def _forecast(self, now: float, budget_s: float | None = None) -> tuple[dict[Key, float], list[Job]]:
+        """Predicted first-token time of every queued job, simulating the slots in start order (normals in
+        arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it. A late job is
+        left out of the simulation (it will be shed), so its load does not count for the jobs behind it. A
+        normal job that gets a slot at once is never late: an idle engine serves even a slow prompt."""
+        r = self.rates
+        frees: list[float] = []          # when each slot frees up
+        prefill_free = now               # when the engine is done with the prefills already under way
+        for j in self.running.values():
+            if j.prefetch:               # evicted as soon as a normal request waits for its slot
+                frees.append(now)
+                continue
+            first = now
+            if j.generated == 0:         # still in prefill
+                prefill_free += max(0.0, j.prompt_tokens / r.prefill_tok_s - (now - (j.started_s or now)))
+                first = prefill_free
+            frees.append(first + self._expected_tokens(j) / r.decode_tok_s)
+        frees += [now] * max(0, self.cfg.max_running - len(frees))
+        heapq.heapify(frees)
+        firsts: dict[Key, float] = {}
+        late: list[Job] = []
+        order = [j for j in self.queue.values() if not j.prefetch] + [j for j in self.queue.values() if j.prefetch]
+        for j in order:
+            start = frees[0]
+            first = max(start, prefill_free) + j.prompt_tokens / r.prefill_tok_s
+            firsts[j.key] = first
+            if budget_s is not None and first - j.arrival_s > budget_s and (j.prefetch or start > now):
+                late.append(j)
+                continue
+            prefill_free = first
+            heapq.heapreplace(frees, first + self._expected_tokens(j) / r.decode_tok_s)
+        return firsts, late
 
     # ── events
     def submit(self, job: Job, now: float) -> list[Action]:
@@ -135,11 +175,11 @@ class Scheduler:
         older = [j for j in self.by_user[job.user].values() if j is not job and (not job.prefetch or j.prefetch)]
         for j in older:
             actions.append(self._end(j, Reason.SUPERSEDED))
-        live = [j for j in self.by_user[job.user].values() if j is not job]
-        for j in live[: max(0, len(live) + 1 - self.cfg.per_user_inflight)]:
-            actions.append(self._end(j, Reason.SUPERSEDED))
-        if self.cfg.shed_enabled and self.predicted_ttft_s(job, now) > self.cfg.ttft_budget_s and not self._would_start(job):
-            actions.append(self._end(job, Reason.SHED))
+        # After 1. the user has this job and at most one older normal (when this job is a prefetch).
+        if len(self.by_user[job.user]) > max(1, self.cfg.per_user_inflight):
+            return actions + [self._end(job, Reason.SHED)]   # a prefetch never displaces a normal request
+        if self.cfg.shed_enabled:
+            actions += self._shed_late(now)
         return actions + self._start_ready(now)
 
     def cancel(self, key: Key, now: float) -> list[Action]:
@@ -164,21 +204,12 @@ class Scheduler:
         """Shed queued requests that can no longer get a first token within the budget."""
         if self.cfg.mode == "fifo" or not self.cfg.shed_enabled:
             return self._start_ready(now)
-        actions: list[Action] = [self._end(j, Reason.SHED) for j in list(self.queue.values())
-                                 if self.predicted_ttft_s(j, now) > self.cfg.ttft_budget_s]
-        return actions + self._start_ready(now)
+        return self._shed_late(now) + self._start_ready(now)
 
     # ── internals
-    def _would_start(self, job: Job) -> bool:
-        """True if `job` starts immediately (nothing ahead of it and a free slot)."""
-        if job.prefetch:
-            return False
-        normals_ahead = any(not j.prefetch for j in self.queue.values() if j.seq < job.seq)
-        return not normals_ahead and self._normal_slots_free() > 0
-
-    def _normal_slots_free(self) -> int:
-        evictable = sum(1 for j in self.running.values() if j.prefetch)
-        return self.cfg.max_running - len(self.running) + evictable
+    def _shed_late(self, now: float) -> list[Action]:
+        """End (shed) every queued job predicted to miss the TTFT budget (see `_forecast`)."""
+        return [self._end(j, Reason.SHED) for j in self._forecast(now, self.cfg.ttft_budget_s)[1]]
 
     def _start_ready(self, now: float) -> list[Action]:
         actions: list[Action] = []

@@ -1,0 +1,383 @@
+"""Unit tests of backend/scheduler.py with virtual time: supersede, caps, shedding, prefetch, fairness, fifo."""
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
+
+
+def sched(**cfg) -> Scheduler:
+    """A scheduler with known, round rates: 10,000 prompt tokens/s, 100 tokens/s decode, 10 output tokens."""
+    rates = RateModel(prefill_tok_s=10_000.0, decode_tok_s=100.0, output_tokens=10.0)
+    return Scheduler(SchedulerConfig(**{"max_running": 2, "per_user_inflight": 2, "ttft_budget_s": 0.2, **cfg}), rates)
+
+
+_keys = itertools.count()
+
+
+def job(user: str = "u", prompt_tokens: int = 100, max_tokens: int = 64, prefetch: bool = False, key=None) -> Job:
+    return Job(key if key is not None else next(_keys), user, prompt_tokens, max_tokens, prefetch=prefetch)
+
+
+def starts(actions) -> list:
+    return [a.key for a in actions if isinstance(a, Start)]
+
+
+def ends(actions) -> dict:
+    return {a.key: (a.reason, a.was_running) for a in actions if isinstance(a, End)}
+
+
+# ── supersede ──────────────────────────────────────────────────────────────────────────────────────────────
+
+def test_normal_supersedes_the_users_older_queued_running_and_prefetch_requests():
+    s = sched(max_running=2, per_user_inflight=3)
+    assert starts(s.submit(job("b", key="b0"), 0.0)) == ["b0"]
+    assert starts(s.submit(job("a", key="a1"), 0.001)) == ["a1"]
+    assert starts(s.submit(job("c", key="c1"), 0.002)) == []      # no slot: c1 waits
+    s.submit(job("a", prefetch=True, key="a2"), 0.003)
+    acts = s.submit(job("a", key="a3"), 0.004)
+    assert ends(acts) == {"a1": (Reason.SUPERSEDED, True),        # running: the caller aborts it in the engine
+                          "a2": (Reason.SUPERSEDED, False)}
+    assert starts(acts) == ["c1"]                                  # the freed slot goes to the older arrival
+    assert list(s.queue) == ["a3"]
+    acts = s.submit(job("a", key="a4"), 0.005)
+    assert ends(acts) == {"a3": (Reason.SUPERSEDED, False)}        # a queued one ends without an abort
+    assert set(s.running) == {"b0", "c1"} and list(s.queue) == ["a4"]   # other users are untouched
+
+
+def test_prefetch_supersedes_only_the_users_older_prefetches():
+    s = sched(max_running=4)
+    s.submit(job("a", key="n1"), 0.0)
+    s.submit(job("a", prefetch=True, key="p1"), 0.01)
+    acts = s.submit(job("a", prefetch=True, key="p2"), 0.02)
+    assert ends(acts) == {"p1": (Reason.SUPERSEDED, True)}
+    assert set(s.jobs) == {"n1", "p2"}
+
+
+def test_a_superseded_request_is_not_ended_twice_when_the_engine_reports_it():
+    s = sched()
+    s.submit(job("a", key="x"), 0.0)
+    s.submit(job("a", key="y"), 0.01)
+    assert s.finished("x", 0.02) == []                            # late report of the aborted one: a no-op
+    assert set(s.running) == {"y"}
+
+
+# ── per-user cap ───────────────────────────────────────────────────────────────────────────────────────────
+
+def test_per_user_cap_a_prefetch_never_displaces_a_normal_request():
+    s = sched(per_user_inflight=1)
+    s.submit(job("a", key="n"), 0.0)
+    acts = s.submit(job("a", prefetch=True, key="p"), 0.01)
+    assert ends(acts) == {"p": (Reason.SHED, False)}
+    assert set(s.jobs) == {"n"}
+
+
+def test_per_user_cap_allows_a_normal_and_a_prefetch_at_two():
+    s = sched(max_running=4, per_user_inflight=2)
+    s.submit(job("a", key="n"), 0.0)
+    acts = s.submit(job("a", prefetch=True, key="p"), 0.01)
+    assert ends(acts) == {} and set(s.jobs) == {"n", "p"}
+    assert len(s.by_user["a"]) == 2
+
+
+def test_per_user_cap_holds_across_the_users_sessions():
+    s = sched(max_running=8, per_user_inflight=2)
+    for i in range(10):   # one user, requests from several editors (keys differ), interleaved prefetch
+        s.submit(job("a", prefetch=i % 2 == 1, key=("session", i)), i * 0.001)
+        assert len(s.by_user["a"]) <= 2
+
+
+# ── shedding ───────────────────────────────────────────────────────────────────────────────────────────────
+
+def test_admission_sheds_a_request_whose_predicted_wait_breaks_the_budget():
+    s = sched(max_running=1)
+    s.submit(job("a", prompt_tokens=1000, key="r"), 0.0)          # 0.1 s prefill, then ~10 tokens at 100/s
+    # b waits for r: r's first token at 0.1 s, done at 0.2 s; b's prefill 0.05 s → first token at 0.25 s
+    b = job("b", prompt_tokens=500, key="b")
+    acts = s.submit(b, 0.0)
+    assert ends(acts) == {"b": (Reason.SHED, False)}
+    # a short prompt, once r decodes (first token out), fits: r frees at 0.05+0.1, c's prefill 0.01 s
+    s.progress("r", 1)
+    c = job("c", prompt_tokens=100, key="c")
+    assert ends(s.submit(c, 0.05)) == {}
+    assert s.predicted_ttft_s(c, 0.05) == pytest.approx(0.09 + 0.01)
+    assert list(s.queue) == ["c"]
+
+
+def test_a_request_that_gets_a_slot_at_once_is_never_shed_at_admission():
+    s = sched(max_running=1, ttft_budget_s=0.01)
+    acts = s.submit(job("a", prompt_tokens=5000, key="huge"), 0.0)  # 0.5 s of prefill on an idle engine
+    assert starts(acts) == ["huge"] and ends(acts) == {}
+
+
+def test_tick_sheds_a_queued_request_once_the_wait_has_used_up_the_budget():
+    s = sched(max_running=1)
+    s.submit(job("a", prompt_tokens=100, key="r"), 0.0)
+    s.progress("r", 1)
+    s.submit(job("b", prompt_tokens=100, key="b"), 0.0)          # predicted: r frees at 0.09, b's first at 0.1
+    assert s.tick(0.05) == []
+    # the engine is slower than measured: r is still on its first token at 0.15 s
+    assert ends(s.tick(0.15)) == {"b": (Reason.SHED, False)}
+    assert not s.queue and s.finished("r", 0.16) == []
+
+
+def test_the_queue_never_grows_past_what_the_budget_allows():
+    s = sched(max_running=2)
+    served = 0
+    for i in range(200):                                         # 200 users arrive within 20 ms
+        acts = s.submit(job(f"u{i}", prompt_tokens=200, key=i), i * 0.0001)
+        served += len(starts(acts))
+        for k in s.queue:
+            assert s.predicted_ttft_s(s.jobs[k], i * 0.0001) <= 0.2
+    assert len(s.queue) + len(s.running) < 20                      # the rest were shed at once
+
+
+def test_shed_requests_behind_do_not_count_late_ones_ahead():
+    """A late request is left out of the forecast, so the ones behind it are judged on the real load."""
+    s = sched(max_running=1, ttft_budget_s=0.25)
+    s.submit(job("a", prompt_tokens=100, key="r"), 0.0)
+    s.progress("r", 1)                                           # r frees at 0.09
+    s.submit(job("b", prompt_tokens=100, key="b"), 0.0)          # first token at 0.1, frees at 0.2
+    late = s.submit(job("c", prompt_tokens=1500, key="c"), 0.0)  # 0.2 + 0.15 → late
+    assert ends(late) == {"c": (Reason.SHED, False)}
+    # d: 0.2 + 0.005 fits; had c's load (it frees at 0.45) been counted, d would be late too
+    assert ends(s.submit(job("d", prompt_tokens=50, key="d"), 0.0)) == {}
+    assert s.predicted_ttft_s(s.jobs["d"], 0.0) == pytest.approx(0.205)
+
+
+def test_shedding_disabled_queues_everything():
+    s = sched(max_running=1, shed_enabled=False)
+    for i in range(50):
+        assert ends(s.submit(job(f"u{i}", prompt_tokens=1500, key=i), 0.0)) == {}
+    assert len(s.queue) == 49 and s.tick(10.0) == []
+
+
+# ── prefetch ───────────────────────────────────────────────────────────────────────────────────────────────
+
+def test_prefetch_starts_only_on_spare_capacity():
+    s = sched(max_running=4, prefetch_share=0.5)                # prefetches only below 2 running
+    s.submit(job("a", key="a"), 0.0)
+    s.submit(job("b", key="b"), 0.0)
+    acts = s.submit(job("c", prefetch=True, prompt_tokens=10, key="p"), 0.0)
+    assert starts(acts) == [] and "p" in s.queue
+    assert starts(s.finished("a", 0.01)) == ["p"]                # back under the share: it starts
+    assert s.running["p"].prefetch
+
+
+def test_a_queued_normal_request_starts_before_any_queued_prefetch():
+    s = sched(max_running=1, prefetch_share=1.0, ttft_budget_s=10.0)
+    s.submit(job("a", key="a"), 0.0)
+    s.submit(job("p", prefetch=True, key="p"), 0.001)
+    s.submit(job("n", key="n"), 0.002)
+    assert starts(s.finished("a", 0.01)) == ["n"]
+    assert starts(s.finished("n", 0.02)) == ["p"]
+
+
+def test_a_running_prefetch_is_evicted_when_a_normal_request_needs_its_slot():
+    s = sched(max_running=1, prefetch_share=1.0)
+    assert starts(s.submit(job("a", prefetch=True, key="p"), 0.0)) == ["p"]
+    acts = s.submit(job("b", key="n"), 0.01)
+    assert ends(acts) == {"p": (Reason.SHED, True)}               # aborted in the engine
+    assert starts(acts) == ["n"]
+    assert acts.index(End("p", Reason.SHED, True)) < acts.index(Start("n", 0))  # slot freed before reuse
+
+
+def test_engine_priority_follows_the_order():
+    s = sched(max_running=4)
+    acts = s.submit(job("a", key="n"), 0.0) + s.submit(job("b", prefetch=True, key="p"), 0.0)
+    assert {a.key: a.engine_priority for a in acts if isinstance(a, Start)} == {"n": 0, "p": 1}
+
+
+# ── fairness ───────────────────────────────────────────────────────────────────────────────────────────────
+
+class VirtualEngine:
+    """Serves each started job in `service_s`, in virtual time; the test drives the event loop."""
+
+    def __init__(self, s: Scheduler, service_s: float):
+        self.s, self.service_s = s, service_s
+        self.done_at: list[tuple[float, object]] = []
+        self.started: dict = {}
+        self.ended: dict = {}
+
+    def apply(self, actions, now: float) -> None:
+        for a in actions:
+            if isinstance(a, Start):
+                self.started[a.key] = now
+                heapq.heappush(self.done_at, (now + self.service_s, a.key))
+            else:
+                self.ended[a.key] = a.reason
+
+    def run_until(self, t: float) -> None:
+        while self.done_at and self.done_at[0][0] <= t:
+            when, key = heapq.heappop(self.done_at)
+            if key in self.s.running:
+                self.ended[key] = "finished"
+                self.apply(self.s.finished(key, when), when)
+
+
+@pytest.mark.parametrize("max_running", [1, 2])
+def test_a_fast_typist_cannot_starve_other_users(max_running):
+    s = sched(max_running=max_running, ttft_budget_s=0.5)
+    eng = VirtualEngine(s, service_s=0.08)
+    events = [(i * 0.010, "typist", f"t{i}") for i in range(300)]                 # a keystroke every 10 ms
+    events += [(0.005 + i * 0.150, f"u{i % 3}", f"o{i}") for i in range(20)]     # three others, now and then
+    arrivals = {}
+    for t, user, key in sorted(events):
+        eng.run_until(t)
+        arrivals[key] = t
+        eng.apply(s.submit(job(user, prompt_tokens=200, key=key), t), t)
+    eng.run_until(1e9)
+    others = [k for k in arrivals if k.startswith("o")]
+    assert all(eng.ended[k] == "finished" for k in others)                      # none shed, none superseded
+    waits = [eng.started[k] - arrivals[k] for k in others]
+    # a typist's keystroke frees its slot (its old request is superseded) within 10 ms; with slots to spare
+    # the others never wait at all
+    assert max(waits) <= 0.010 + 1e-9
+    assert eng.ended["t299"] == "finished"
+    assert sum(1 for k in arrivals if k.startswith("t") and eng.ended[k] == Reason.SUPERSEDED) == 299
+
+
+# ── ends exactly once; fifo ────────────────────────────────────────────────────────────────────────────────
+
+def test_every_request_ends_exactly_once():
+    s = sched(max_running=2)
+    seen: dict = {}
+    keys = []
+    for i in range(40):
+        k = f"k{i}"
+        keys.append(k)
+        for a in s.submit(job(f"u{i % 5}", prefetch=i % 7 == 0, prompt_tokens=100 * (i % 4 + 1), key=k), i * 0.01):
+            if isinstance(a, End):
+                seen[a.key] = seen.get(a.key, 0) + 1
+        if i % 3 == 0 and s.running:
+            k_done = next(iter(s.running))
+            seen[k_done] = seen.get(k_done, 0) + 1
+            s.finished(k_done, i * 0.01)
+        if i % 11 == 0:
+            for a in s.cancel(keys[i // 2], i * 0.01):
+                if isinstance(a, End):
+                    seen[a.key] = seen.get(a.key, 0) + 1
+    while s.jobs:
+        for k in list(s.running):
+            seen[k] = seen.get(k, 0) + 1
+            s.finished(k, 10.0)
+        for a in s.tick(10.0):
+            if isinstance(a, End):
+                seen[a.key] = seen.get(a.key, 0) + 1
+    assert seen == {k: 1 for k in keys}
+    assert not s.queue and not s.running and not s.by_user
+
+
+def test_fifo_mode_passes_everything_through():
+    s = sched(mode="fifo", max_running=1, per_user_inflight=1)
+    acts = []
+    for i in range(20):
+        acts += s.submit(job("a", prefetch=i % 2 == 1, prompt_tokens=1500, key=i), i * 0.001)
+    assert [a for a in acts if isinstance(a, End)] == []
+    assert starts(acts) == list(range(20))                       # all at once, in arrival order
+    assert s.tick(5.0) == [] and len(s.running) == 20
+    assert s.cancel(3, 5.0) == [End(3, Reason.CANCELLED, True)]
+
+
+# ── property test over random event sequences: invariants 2, 3 and 6 ───────────────────────────────────────
+
+op = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, 3), st.booleans(), st.integers(1, 2000), st.integers(1, 64)),
+    st.tuples(st.just("finish"), st.integers(0, 50)),
+    st.tuples(st.just("progress"), st.integers(0, 50), st.integers(1, 64)),
+    st.tuples(st.just("cancel"), st.integers(0, 80)),
+    st.tuples(st.just("tick"), st.floats(0.0, 0.3)),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(op, max_size=80), max_running=st.integers(1, 4), cap=st.integers(1, 3),
+       share=st.sampled_from([0.25, 0.5, 1.0]), budget=st.sampled_from([0.05, 0.2, 5.0]))
+def test_invariants_hold_over_random_event_sequences(ops, max_running, cap, share, budget):
+    s = sched(max_running=max_running, per_user_inflight=cap, prefetch_share=share, ttft_budget_s=budget)
+    prefetch_cap = max(1, int(max_running * share))
+    state: dict[int, str] = {}           # key → queued | running | ended (the caller's view)
+    ends_seen: dict[int, int] = {}
+    info: dict[int, Job] = {}
+    now = 0.0
+
+    def apply(actions):
+        started_prefetch = False
+        for a in actions:
+            assert a.key in state, "an action for a request that was never submitted"
+            if isinstance(a, Start):
+                assert state[a.key] == "queued", "started twice, or after it ended"
+                assert a.engine_priority == (1 if info[a.key].prefetch else 0)
+                state[a.key] = "running"
+                started_prefetch |= info[a.key].prefetch
+            else:
+                assert state[a.key] != "ended", f"{a.key} ended twice"
+                assert a.was_running == (state[a.key] == "running")
+                state[a.key] = "ended"
+                ends_seen[a.key] = ends_seen.get(a.key, 0) + 1
+        # invariant 2: per-user cap
+        per_user: dict[str, int] = {}
+        for k, st_ in state.items():
+            if st_ != "ended":
+                per_user[info[k].user] = per_user.get(info[k].user, 0) + 1
+        assert all(n <= cap for n in per_user.values())
+        # invariant 3: slots; normals before prefetches; prefetches only on spare capacity
+        running = [k for k, v in state.items() if v == "running"]
+        assert len(running) <= max_running
+        queued_normal = any(v == "queued" and not info[k].prefetch for k, v in state.items())
+        if queued_normal:
+            assert len(running) == max_running and not any(info[k].prefetch for k in running)
+        if started_prefetch:
+            assert not queued_normal and len(running) <= prefetch_cap
+        # the scheduler's own view agrees with the caller's
+        assert set(s.running) == set(running)
+        assert set(s.queue) == {k for k, v in state.items() if v == "queued"}
+
+    next_key = 0
+    for o in ops:
+        if o[0] == "submit":
+            _, user, prefetch, prompt, max_tokens = o
+            j = Job(next_key, f"u{user}", prompt, max_tokens, prefetch=prefetch)
+            info[next_key], state[next_key] = j, "queued"
+            next_key += 1
+            apply(s.submit(j, now))
+            if not prefetch:   # invariant 1, as a bonus: nothing older of that user is live
+                assert all(v == "ended" for k, v in state.items() if info[k].user == j.user and k < j.key)
+        elif o[0] == "finish":
+            running = [k for k, v in state.items() if v == "running"]
+            if running:
+                k = running[o[1] % len(running)]
+                state[k] = "ended"
+                ends_seen[k] = ends_seen.get(k, 0) + 1
+                apply(s.finished(k, now))
+        elif o[0] == "progress":
+            running = [k for k, v in state.items() if v == "running"]
+            if running:
+                s.progress(running[o[1] % len(running)], o[2])
+        elif o[0] == "cancel":
+            acts = s.cancel(o[1], now)                # may name an ended or unknown request: a no-op
+            if o[1] not in state or state[o[1]] == "ended":
+                assert acts == []
+            apply(acts)
+        else:
+            now += o[1]
+            apply(s.tick(now))
+    # drain: the engine finishes whatever runs; queued requests start or are shed; nothing is left behind
+    for _ in range(10 * (len(state) + 1)):
+        running = [k for k, v in state.items() if v == "running"]
+        if not running and not s.queue:
+            break
+        for k in running:
+            state[k] = "ended"
+            ends_seen[k] = ends_seen.get(k, 0) + 1
+            apply(s.finished(k, now))
+        now += 0.01
+        apply(s.tick(now))
+    # invariant 6: every submitted request ended exactly once, and the scheduler holds nothing
+    assert ends_seen == {k: 1 for k in state}
+    assert not s.jobs and not s.queue and not s.running and not s.by_user
