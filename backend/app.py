@@ -36,11 +36,13 @@ class Backend:
         self.draining = False
         self.started_s = time.monotonic()
         self._engine_task: asyncio.Task | None = None
+        self._lag_probe: asyncio.Task | None = None
 
     async def start(self) -> None:
         self.service = CompletionService(self.settings, self.engine)
         self.service.start()
         metrics.watch_engine(lambda: self.engine.stats)
+        self._lag_probe = asyncio.create_task(metrics.probe_loop_lag(), name="loop-lag-probe")
         self._engine_task = asyncio.create_task(self._start_engine(), name="engine-start")
 
     async def _start_engine(self) -> None:
@@ -66,6 +68,8 @@ class Backend:
         if not self.draining:
             await self.drain(self.settings.shutdown_drain_s)
         metrics.READY.set(0)
+        if self._lag_probe is not None:
+            self._lag_probe.cancel()
         if self._engine_task is not None and not self._engine_task.done():
             self._engine_task.cancel()
         await asyncio.to_thread(self.engine.shutdown)

@@ -4,6 +4,8 @@ Engine-wide speculative-decoding and prefix-cache figures are read from EngineSt
 """
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -28,6 +30,20 @@ TELEMETRY = Counter("quickcode_completion_events_total", "Client telemetry by ev
 SHOWN_CHARS = Counter("quickcode_shown_chars_total", "Characters of completions shown")
 ACCEPTED_CHARS = Counter("quickcode_accepted_chars_total", "Characters of completions accepted (full or partial)")
 READY = Gauge("quickcode_engine_ready", "1 when the engine serves requests")
+LIVE = Gauge("quickcode_live_requests", "Requests accepted and not yet ended (queued or running)")
+LOOP_LAG = Histogram("quickcode_event_loop_lag_seconds", "How late the event loop wakes a 10 ms sleep",
+                     buckets=(.0005, .001, .002, .003, .005, .0075, .01, .015, .02, .05, .1, .25, .5, 1))
+for _reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
+    REQUESTS.labels(_reason)   # every finish reason is exported from the start, at 0
+
+
+async def probe_loop_lag(interval_s: float = 0.01) -> None:
+    """Sleep `interval_s` forever and record how late each wake-up is: the event loop's responsiveness."""
+    loop = asyncio.get_running_loop()
+    while True:
+        t0 = loop.time()
+        await asyncio.sleep(interval_s)
+        LOOP_LAG.observe(max(0.0, loop.time() - t0 - interval_s))
 
 
 class EngineCollector:
@@ -50,6 +66,8 @@ class EngineCollector:
                                 value=s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0)
         yield GaugeMetricFamily("quickcode_engine_running", "Requests running in vLLM", value=s.num_running)
         yield GaugeMetricFamily("quickcode_engine_waiting", "Requests waiting in vLLM", value=s.num_waiting)
+        yield CounterMetricFamily("quickcode_engine_steps", "Engine steps reported by vLLM (idle engine: no steps)",
+                                  value=s.steps)
 
 
 _collector: EngineCollector | None = None

@@ -48,6 +48,7 @@ class Request:
     t_queued: float = 0.0
     t_start: float | None = None
     t_first: float | None = None
+    t_first_chunk: float | None = None
     t_second: float | None = None
     t_last: float | None = None
     output_tokens: int = 0
@@ -71,7 +72,9 @@ class CompletionService:
         self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task | None = None
+        self._prefill_free_s = 0.0  # when the engine last finished a prefill: prefills run one after another
         self.closing = False
+        metrics.LIVE.set_function(lambda: len(self.requests))
 
     # ── lifecycle
     def start(self) -> None:
@@ -168,13 +171,17 @@ class CompletionService:
                 if req.t_first is None:
                     req.t_first = now
                     req.cached_tokens = d.num_cached_tokens
-                    self.sched.rates.observe_prefill(len(req.prompt_ids) - d.num_cached_tokens, now - req.t_start)
+                    # the scheduler's model: prefills are serial, and its forecast counts whole prompts
+                    begin = max(req.t_start, self._prefill_free_s)
+                    self.sched.rates.observe_prefill(len(req.prompt_ids), now - begin)
+                    self._prefill_free_s = now
                 elif req.t_second is None:
                     req.t_second = now
                 req.t_last = now
                 req.output_tokens += d.num_tokens
                 if d.text and not msg.prefill_only:
-                    if req.output_tokens == d.num_tokens:
+                    if req.t_first_chunk is None:
+                        req.t_first_chunk = now
                         metrics.TTFT.observe(now - req.t_recv)
                     req.sink.send(Chunk(id=msg.id, text=d.text))
                 self.sched.progress(req.key, req.output_tokens)
@@ -191,6 +198,8 @@ class CompletionService:
             return
         if req.output_tokens > 1 and req.t_first is not None:
             self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
+        if not msg.prefill_only and finish in (FinishReason.STOP, FinishReason.LENGTH):
+            self.sched.rates.observe_output(req.output_tokens)
         self._end(req, finish, abort=False)
         self._apply(self.sched.finished(req.key, time.perf_counter()))
 
