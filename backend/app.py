@@ -136,6 +136,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         finally:
             backend.sessions.discard(session)
 
+    if settings.debug_endpoints:
+        @app.post("/debug/scheduler")
+        async def debug_scheduler(request: Request):
+            """Change the scheduler's mode/budget on a live engine (A/B benchmarks); only while nothing is live."""
+            ok, _ = backend.user_for(request.headers, request.query_params)
+            if not ok:
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            svc = backend.service
+            if svc is None or svc.live_count or svc.sched.jobs:
+                return JSONResponse({"error": "requests are live"}, status_code=409)
+            cfg = svc.sched.cfg
+            for key, value in (await request.json()).items():
+                if key not in ("mode", "ttft_budget_s", "max_running", "shed_enabled", "per_user_inflight"):
+                    return JSONResponse({"error": f"unknown field {key!r}"}, status_code=400)
+                setattr(cfg, key, type(getattr(cfg, key))(value))
+            return {k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
+                                                 "per_user_inflight")}
+
     from backend.openai_api import register as register_openai
 
     register_openai(app, backend)

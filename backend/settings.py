@@ -56,6 +56,7 @@ class Settings(BaseSettings):
     ttft_budget_ms: float = 200.0         # shed when the predicted wait would break it
     prefetch_max_running_share: float = 0.5  # prefetches only start below this share of max_running
     shed_enabled: bool = True
+    debug_endpoints: bool = False         # POST /debug/scheduler (benchmarks switch fifo/latency on one engine)
 
     # ── limits (typed errors beyond these)
     max_frame_bytes: int = 1 << 20
