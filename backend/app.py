@@ -1,7 +1,8 @@
 """App factory: the lifespan owns the engine and the completion service; routes are thin.
 
-/healthz answers as soon as the process is up; /readyz only while the engine serves (red while it starts,
-after it died, and while draining for shutdown). The WebSocket endpoint is /v1/ws.
+/healthz answers as soon as the process is up, and turns red only when the engine died or failed to start
+(liveness: restart me); /readyz only while the engine serves (red while it starts, after it died, and while
+draining for shutdown). The WebSocket endpoint is /v1/ws.
 """
 from __future__ import annotations
 
@@ -97,6 +98,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/healthz")
     async def healthz():
+        # liveness: red only once the engine is gone for good (died, or failed to start), since only a
+        # restart cures that; a starting or draining backend is alive
+        eng = backend.engine
+        if eng.start_error or (eng.llm is not None and eng.llm.errored):
+            return JSONResponse({"status": "engine_dead", "reason": eng.error}, status_code=503)
         return {"status": "ok", "uptime_s": round(time.monotonic() - backend.started_s, 1)}
 
     @app.get("/readyz")
