@@ -27,7 +27,7 @@ def open_session(url: str, *, token: str | None = None, query_token: bool = Fals
     elif token:
         hdrs["Authorization"] = f"Bearer {token}"
     ws = connect(url, additional_headers=hdrs, ssl=ssl_context, open_timeout=timeout_s, max_size=max_size,
-                 close_timeout=2)
+                 close_timeout=2, legacy=True)  # legacy=True: the connection is returned, not a context manager
     ws.send(json.dumps({"kind": "hello", "protocol_version": 1, "user": user}))
     welcome = recv(ws, timeout_s)
     assert welcome["kind"] == "welcome", welcome
