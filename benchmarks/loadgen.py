@@ -1,0 +1,300 @@
+"""Load-generation kit of the backend benchmarks: code prompts of N tokens, a WebSocket client, backends, metrics."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import resource
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+import websockets
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ── prompts: real code cut to a token length ─────────────────────────────────────────────────────────────────
+
+class CodeCorpus:
+    """Python source (the standard library, then this repo) tokenized once with the target's tokenizer; a
+    prompt of N tokens is the text of N consecutive tokens starting at a line start."""
+
+    def __init__(self, tokenizer_path: Path | None = None, max_chars: int = 1_200_000, seed: int = 0):
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer_path or REPO / "models" / "target" / "tokenizer.json"))
+        files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")) + sorted(REPO.glob("backend/*.py"))
+        parts, total = [], 0
+        for f in files:
+            try:
+                text = f.read_text()
+            except (UnicodeDecodeError, OSError):
+                continue
+            parts.append(text)
+            total += len(text)
+            if total >= max_chars:
+                break
+        self.text = "\n".join(parts)
+        enc = tok.encode(self.text)
+        self.offsets = [o[0] for o in enc.offsets]
+        self.n_tokens = len(self.offsets)
+        # token indexes that start a line: prompts start there, like a file's head
+        self.line_starts = [i for i, o in enumerate(self.offsets) if o == 0 or self.text[o - 1] == "\n"]
+        self.rng = random.Random(seed)
+
+    def prompt(self, n_tokens: int, start: int | None = None) -> tuple[str, int]:
+        """(text of about `n_tokens` tokens, start token index). Different starts make prefix-cache misses."""
+        n_tokens = max(1, min(n_tokens, self.n_tokens - 1))
+        if start is None:
+            hi = self.n_tokens - n_tokens - 1
+            i = self.rng.randrange(len(self.line_starts))
+            start = min(self.line_starts[i], hi)
+        end = min(start + n_tokens, self.n_tokens - 1)
+        return self.text[self.offsets[start]:self.offsets[end]], start
+
+
+# ── a WebSocket client that keeps many requests in flight on one session ─────────────────────────────────────
+
+@dataclass
+class Outcome:
+    """One request as the client saw it. Times in seconds (perf_counter); the server's Timing in ms."""
+    id: str
+    user: str
+    prompt_tokens: int
+    t_send: float
+    t_first: float | None = None     # first chunk
+    t_end: float | None = None       # done/error
+    finish: str = ""                 # done's finish_reason, or "error:<code>"
+    chunks: int = 0
+    text: str = ""
+    timing: dict = field(default_factory=dict)
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.t_first is None else self.t_first - self.t_send
+
+    @property
+    def total_s(self) -> float | None:
+        return None if self.t_end is None else self.t_end - self.t_send
+
+
+class Session:
+    """One WebSocket session (a synthetic user or editor). `complete` sends a request and returns its Outcome
+    object at once; `wait(id)` awaits its terminal frame."""
+
+    _ids = itertools.count()
+
+    def __init__(self, url: str, user: str = ""):
+        self.url, self.user = url, user
+        self.ws = None
+        self.outcomes: dict[str, Outcome] = {}
+        self._done: dict[str, asyncio.Future] = {}
+        self._reader: asyncio.Task | None = None
+        self.session_id = ""
+        self.other_frames: list[dict] = []
+
+    async def open(self, open_timeout_s: float = 30.0) -> "Session":
+        self.ws = await websockets.connect(self.url, open_timeout=open_timeout_s, max_size=1 << 24,
+                                           ping_interval=None, compression=None)
+        await self.ws.send(orjson.dumps({"kind": "hello", "protocol_version": 1, "user": self.user}).decode())
+        welcome = orjson.loads(await asyncio.wait_for(self.ws.recv(), open_timeout_s))
+        if welcome.get("kind") != "welcome":
+            raise RuntimeError(f"no welcome: {welcome}")
+        self.session_id = welcome["session_id"]
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    def complete(self, prefix: str, *, suffix: str = "", max_tokens: int = 16, priority: str = "normal",
+                 prompt_tokens: int = 0, stop: list[str] | None = None, rid: str | None = None) -> Outcome:
+        rid = rid or f"r{next(self._ids)}"
+        out = Outcome(rid, self.user, prompt_tokens, time.perf_counter())
+        self.outcomes[rid] = out
+        self._done[rid] = asyncio.get_running_loop().create_future()
+        frame = {"kind": "complete", "id": rid, "prefix": prefix, "suffix": suffix, "max_tokens": max_tokens,
+                 "priority": priority, "language": "python"}
+        if stop:
+            frame["stop"] = stop
+        asyncio.ensure_future(self.ws.send(orjson.dumps(frame).decode()))
+        return out
+
+    async def cancel(self, rid: str) -> None:
+        await self.ws.send(orjson.dumps({"kind": "cancel", "id": rid}).decode())
+
+    async def wait(self, rid: str, timeout_s: float | None = None) -> Outcome:
+        await asyncio.wait_for(asyncio.shield(self._done[rid]), timeout_s)
+        return self.outcomes[rid]
+
+    @property
+    def pending(self) -> list[str]:
+        return [k for k, f in self._done.items() if not f.done()]
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.ws:
+                now = time.perf_counter()
+                msg = orjson.loads(raw)
+                out = self.outcomes.get(msg.get("id") or "")
+                if out is None:
+                    self.other_frames.append(msg)
+                    continue
+                kind = msg["kind"]
+                if kind == "chunk":
+                    if out.t_first is None:
+                        out.t_first = now
+                    out.chunks += 1
+                    out.text += msg["text"]
+                elif kind in ("done", "error"):
+                    out.t_end = now
+                    out.finish = msg["finish_reason"] if kind == "done" else f"error:{msg['code']}"
+                    out.timing = msg.get("timing") or {}
+                    fut = self._done.get(out.id)
+                    if fut is not None and not fut.done():
+                        fut.set_result(out)
+        except websockets.ConnectionClosed:
+            pass
+        finally:
+            for f in self._done.values():
+                if not f.done():
+                    f.set_exception(ConnectionError("session closed"))
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, 5)
+            except (asyncio.TimeoutError, Exception):
+                self._reader.cancel()
+
+
+# ── backends ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+def raise_nofile() -> int:
+    """Raise this process's open-files soft limit to its hard limit (10k sockets need it)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+@dataclass
+class Backend:
+    """A `quickcode serve` this benchmark started (stopped by `stop`), or one given by URL (never stopped)."""
+    ws_url: str
+    http_url: str
+    proc: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            import signal
+
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+
+def start_backend(name: str, settings: list[str], timeout_s: float = 600.0) -> Backend:
+    """Start `quickcode serve --set k=v ...` on a free port; wait for /readyz. Log in artifacts/logs/bench-NAME.log."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_path = REPO / "artifacts" / "logs" / f"bench-{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "quickcode", "serve", "--port", str(port)]
+    for kv in settings:
+        cmd += ["--set", kv]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    b = Backend(f"ws://127.0.0.1:{port}/v1/ws", f"http://127.0.0.1:{port}", proc, log_path)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"backend exited ({proc.returncode}); see {log_path}")
+        try:
+            with urllib.request.urlopen(f"{b.http_url}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return b
+        except Exception:
+            pass
+        time.sleep(0.5)
+    b.stop()
+    raise RuntimeError(f"backend not ready after {timeout_s} s; see {log_path}")
+
+
+def backend_from_url(url: str) -> Backend:
+    """ws://host:port/v1/ws (or http://host:port) → a Backend that this benchmark does not own."""
+    base = url.split("/v1/")[0].replace("ws://", "http://").replace("wss://", "https://").rstrip("/")
+    ws = base.replace("http://", "ws://").replace("https://", "wss://") + "/v1/ws"
+    return Backend(ws, base)
+
+
+# ── /metrics ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+def scrape(http_url: str) -> dict[str, float]:
+    """Prometheus text → {'name{labels}': value} (samples only)."""
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            pass
+    return out
+
+
+def histogram(samples: dict[str, float], name: str, since: dict[str, float] | None = None) -> list[tuple[float, float]]:
+    """[(upper bound le, cumulative count)] of histogram `name`, minus an earlier scrape `since`."""
+    rows = []
+    prefix = f'{name}_bucket{{le="'
+    for k, v in samples.items():
+        if k.startswith(prefix):
+            le = k[len(prefix):].split('"')[0]
+            rows.append((float("inf") if le == "+Inf" else float(le), v - (since or {}).get(k, 0.0)))
+    return sorted(rows)
+
+
+def histogram_quantile(buckets: list[tuple[float, float]], q: float) -> float:
+    """Prometheus-style quantile (q in 0..1) by linear interpolation inside the bucket; NaN when empty."""
+    if not buckets or buckets[-1][1] <= 0:
+        return float("nan")
+    total = buckets[-1][1]
+    rank = q * total
+    prev_le, prev_c = 0.0, 0.0
+    for le, c in buckets:
+        if c >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_c) / (c - prev_c) if c > prev_c else 0.0)
+        prev_le, prev_c = le, c
+    return prev_le
+
+
+def share_within(buckets: list[tuple[float, float]], le: float) -> float:
+    """Fraction of observations ≤ `le` (exact when `le` is a bucket bound)."""
+    total = buckets[-1][1] if buckets else 0
+    return next((c for b, c in buckets if b >= le - 1e-12), total) / total if total else float("nan")
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,303 @@
+"""The backend on real vLLM over real WebSockets: aborts reach the engine, bursts shed, bad frames, timing, metrics."""
+from __future__ import annotations
+
+import asyncio
+import json
+import sysconfig
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import websockets
+
+pytestmark = pytest.mark.engine
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def code(chars: int, start: int = 0, name: str = "argparse.py") -> str:
+    """Real Python source of about `chars` characters (≈ chars/3.5 tokens), from a line start."""
+    text = (STDLIB / name).read_text()
+    i = text.find("\n", start % max(1, len(text) - chars - 1)) + 1
+    return text[i:i + chars]
+
+
+def metrics(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    out = {}
+    for line in lines:
+        if line and not line.startswith("#"):
+            k, _, v = line.rpartition(" ")
+            out[k] = float(v)
+    return out
+
+
+class Client:
+    """One session; frames are collected per request id, in arrival order."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.frames: dict[str | None, list[dict]] = {}
+        self.arrived: dict[str | None, asyncio.Event] = {}
+        self.t_frame: dict[str | None, list[float]] = {}
+        self.reader = asyncio.create_task(self._read())
+
+    @classmethod
+    async def open(cls, url: str) -> "Client":
+        ws = await websockets.connect(url, max_size=1 << 24, ping_interval=None, open_timeout=30)
+        await ws.send(json.dumps({"kind": "hello", "protocol_version": 1}))
+        welcome = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        assert welcome["kind"] == "welcome", welcome
+        c = cls(ws)
+        c.welcome = welcome
+        return c
+
+    async def _read(self):
+        try:
+            async for raw in self.ws:
+                msg = json.loads(raw)
+                rid = msg.get("id")
+                self.frames.setdefault(rid, []).append(msg)
+                self.t_frame.setdefault(rid, []).append(time.perf_counter())
+                self.arrived.setdefault(rid, asyncio.Event()).set()
+        except websockets.ConnectionClosed:
+            pass
+
+    async def send(self, frame: dict | str | bytes) -> float:
+        await self.ws.send(frame if isinstance(frame, (str, bytes)) else json.dumps(frame))
+        return time.perf_counter()
+
+    async def complete(self, rid: str, prefix: str, **fields) -> float:
+        return await self.send({"kind": "complete", "id": rid, "prefix": prefix, **fields})
+
+    async def first(self, rid, timeout_s: float = 60.0) -> dict:
+        """The first frame of `rid` (or, for rid None, the first frame without an id)."""
+        ev = self.arrived.setdefault(rid, asyncio.Event())
+        await asyncio.wait_for(ev.wait(), timeout_s)
+        return self.frames[rid][0]
+
+    async def terminal(self, rid: str, timeout_s: float = 120.0) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for f in self.frames.get(rid, []):
+                if f["kind"] in ("done", "error"):
+                    return f
+            ev = self.arrived.setdefault(rid, asyncio.Event())
+            ev.clear()
+            for f in self.frames.get(rid, []):
+                if f["kind"] in ("done", "error"):
+                    return f
+            await asyncio.wait_for(ev.wait(), max(0.01, deadline - time.monotonic()))
+
+    def chunks(self, rid: str) -> list[dict]:
+        return [f for f in self.frames.get(rid, []) if f["kind"] == "chunk"]
+
+    async def close(self):
+        await self.ws.close()
+        self.reader.cancel()
+
+
+async def wait_engine_idle(url: str, timeout_s: float = 20.0) -> dict[str, float]:
+    """Poll /metrics until vLLM reports nothing running or waiting and we hold no live request."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        m = metrics(url)
+        if m["quickcode_engine_running"] == 0 and m["quickcode_engine_waiting"] == 0 and m["quickcode_live_requests"] == 0:
+            return m
+        if time.monotonic() > deadline:
+            raise AssertionError(f"engine still busy: running {m['quickcode_engine_running']}, waiting "
+                                 f"{m['quickcode_engine_waiting']}, live {m['quickcode_live_requests']}")
+        await asyncio.sleep(0.05)
+
+
+async def assert_engine_stays_idle(url: str, for_s: float = 1.5) -> None:
+    """No engine step for `for_s`: nothing of ours is still generating in vLLM."""
+    steps = metrics(url)["quickcode_engine_steps_total"]
+    await asyncio.sleep(for_s)
+    m = metrics(url)
+    assert m["quickcode_engine_steps_total"] == steps, "the engine kept stepping: a request was not aborted"
+    assert m["quickcode_engine_running"] == 0
+
+
+LONG = dict(max_tokens=256, temperature=0.0)
+
+
+async def natural_generation_s(c: Client, url: str, prefix: str) -> float:
+    """How long the engine takes to generate LONG for `prefix` when nobody interrupts it (greedy: repeatable)."""
+    t0 = await c.complete("control", prefix, **LONG)
+    await c.first("control")
+    steps = metrics(url)["quickcode_engine_steps_total"]
+    await asyncio.sleep(0.5)
+    m = metrics(url)      # the idle-engine check can see a request that runs: steps advance, running ≥ 1
+    assert m["quickcode_engine_steps_total"] > steps and m["quickcode_engine_running"] >= 1
+    done = await c.terminal("control")
+    assert done["kind"] == "done" and done["finish_reason"] == "length", done
+    assert done["timing"]["output_tokens"] == 256
+    return time.perf_counter() - t0
+
+
+async def test_a_superseded_request_is_aborted_in_the_engine(backend):
+    c = await Client.open(backend.ws_url)
+    prefix = code(3000, 1000)
+    natural_s = await natural_generation_s(c, backend.http_url, prefix)
+    await wait_engine_idle(backend.http_url)
+    t0 = await c.complete("old", prefix, **LONG)
+    await c.first("old")
+    assert metrics(backend.http_url)["quickcode_engine_running"] >= 1
+    await c.complete("new", prefix + "\n", max_tokens=1)
+    old_done = await c.terminal("old", 10)
+    assert old_done["kind"] == "done" and old_done["finish_reason"] == "superseded"
+    assert (await c.terminal("new"))["kind"] == "done"
+    await wait_engine_idle(backend.http_url, timeout_s=5)
+    await assert_engine_stays_idle(backend.http_url)
+    # had the old request not been aborted it would still be generating now
+    assert time.perf_counter() - t0 < natural_s, "the check came too late to tell (engine faster than expected)"
+    kinds_after_done = [f["kind"] for f in c.frames["old"][c.frames["old"].index(old_done) + 1:]]
+    assert kinds_after_done == []                     # exactly one terminal frame, nothing after it
+    await c.close()
+
+
+async def test_cancel_aborts_the_engine_request(backend):
+    c = await Client.open(backend.ws_url)
+    prefix = code(3000, 9000)
+    natural_s = await natural_generation_s(c, backend.http_url, prefix)
+    await wait_engine_idle(backend.http_url)
+    t0 = await c.complete("x", prefix, **LONG)
+    await c.first("x")
+    await c.send({"kind": "cancel", "id": "x"})
+    done = await c.terminal("x", 10)
+    assert done["finish_reason"] == "cancelled"
+    await wait_engine_idle(backend.http_url, timeout_s=5)
+    await assert_engine_stays_idle(backend.http_url)
+    assert time.perf_counter() - t0 < natural_s
+    await c.send({"kind": "cancel", "id": "x"})        # a late cancel of a finished id is ignored
+    await c.complete("after", "def f(x):\n    ", max_tokens=4)
+    assert (await c.terminal("after"))["kind"] == "done"
+    await c.close()
+
+
+async def test_client_disconnect_aborts_the_engine_request(backend):
+    c = await Client.open(backend.ws_url)
+    prefix = code(3000, 17000)
+    natural_s = await natural_generation_s(c, backend.http_url, prefix)
+    await c.close()
+    await wait_engine_idle(backend.http_url)
+    sessions_before = metrics(backend.http_url)["quickcode_sessions"]
+    d = await Client.open(backend.ws_url)
+    t0 = await d.complete("x", prefix, **LONG)
+    await d.first("x")
+    d.ws.transport.abort()                              # the editor dies: no close frame
+    d.reader.cancel()
+    await wait_engine_idle(backend.http_url, timeout_s=5)
+    await assert_engine_stays_idle(backend.http_url)
+    assert time.perf_counter() - t0 < natural_s
+    assert metrics(backend.http_url)["quickcode_sessions"] == sessions_before
+
+
+async def test_a_burst_is_shed_with_empty_completions_at_once_and_nothing_hangs(backend):
+    """60 editors ask at the same moment with long prompts: the engine takes what fits in the TTFT budget,
+    the rest get an empty `done(shed)` quickly, every request ends exactly once, and the engine ends idle."""
+    n = 60
+    clients = await asyncio.gather(*(Client.open(backend.ws_url) for _ in range(n)))
+    before = metrics(backend.http_url)
+    sent = await asyncio.gather(*(c.complete("b", code(5000, 997 * i, "typing.py"), max_tokens=16)
+                                  for i, c in enumerate(clients)))
+    dones = await asyncio.wait_for(asyncio.gather(*(c.terminal("b", 180) for c in clients)), 200)
+    assert all(d["kind"] == "done" for d in dones), [d for d in dones if d["kind"] != "done"]
+    shed = [i for i, d in enumerate(dones) if d["finish_reason"] == "shed"]
+    served = [i for i, d in enumerate(dones) if d["finish_reason"] in ("stop", "length")]
+    assert len(shed) + len(served) == n
+    assert shed and served, "a burst of 60 long prompts on a 2-core CPU must shed some and serve some"
+    for i in shed:
+        assert clients[i].chunks("b") == []            # an empty completion
+        assert dones[i]["timing"]["output_tokens"] == 0
+    shed_latency_s = sorted(clients[i].t_frame["b"][-1] - sent[i] for i in shed)
+    served_latency_s = sorted(clients[i].t_frame["b"][-1] - sent[i] for i in served)
+    # shed at admission or by the ticker within the budget: long before the served ones finish
+    budget_s = 0.2
+    assert shed_latency_s[len(shed_latency_s) // 2] < budget_s + 1.0
+    assert shed_latency_s[len(shed_latency_s) // 2] < served_latency_s[-1]
+    await asyncio.sleep(0.3)
+    for c in clients:                                   # exactly one terminal frame per request
+        assert sum(f["kind"] in ("done", "error") for f in c.frames["b"]) == 1
+    after = await wait_engine_idle(backend.http_url)
+    shed_counted = after['quickcode_requests_total{finish_reason="shed"}'] - before['quickcode_requests_total{finish_reason="shed"}']
+    assert shed_counted == len(shed)
+    await asyncio.gather(*(c.close() for c in clients))
+
+
+@pytest.mark.parametrize("frame, code_", [
+    ("{not json", "bad_json"),
+    ('{"kind": "complete", "id": "t1", "prefix": "def f(', "bad_json"),                   # truncated
+    ('{"kind": "complete", "id": "t2", "prefix": "x", "max_tokens": "ten"}', "wrong_type"),
+    ('{"kind": "complete", "id": "t3", "prefix": 42}', "wrong_type"),
+    ('{"kind": "complete", "id": "t4"}', "missing_field"),
+    ('{"kind": "explode", "id": "t5"}', "unknown_kind"),
+    ('{"id": "t6"}', "missing_field"),
+    ("[1, 2, 3]", "bad_json"),
+    (b"\xff\xfe\x00 not utf-8", "not_utf8"),                                               # binary frame
+    ("OVERSIZED", "frame_too_large"),
+    ('{"kind": "welcome", "protocol_version": 1, "session_id": "x"}', "unknown_kind"),   # server-only kind
+    ('{"kind": "complete", "id": "t7", "prefix": "x", "max_tokens": 100000}', "max_tokens_too_large"),
+])
+async def test_a_bad_frame_gets_a_typed_error_and_the_session_keeps_working(backend, frame, code_):
+    c = await Client.open(backend.ws_url)
+    if frame == "OVERSIZED":
+        limit = c.welcome["max_frame_bytes"]
+        frame = json.dumps({"kind": "complete", "id": "big", "prefix": "x" * (limit + 10)})
+    await c.send(frame)
+    deadline = time.monotonic() + 10
+    err = None
+    while err is None and time.monotonic() < deadline:
+        err = next((f for fs in c.frames.values() for f in fs if f["kind"] == "error"), None)
+        await asyncio.sleep(0.01)
+    assert err is not None, "no error frame"
+    assert err["code"] == code_, err
+    assert err["message"]
+    await c.complete("ok", "def add(a, b):\n    return", max_tokens=4)
+    done = await c.terminal("ok", 60)
+    assert done["kind"] == "done" and done["finish_reason"] in ("stop", "length")
+    await c.close()
+
+
+async def test_done_carries_the_timing_breakdown(backend):
+    c = await Client.open(backend.ws_url)
+    t0 = await c.complete("t", code(2000, 4000), max_tokens=12)
+    done = await c.terminal("t")
+    elapsed_ms = (time.perf_counter() - t0) * 1000
+    t = done["timing"]
+    chunks = c.chunks("t")
+    assert done["finish_reason"] in ("stop", "length")
+    assert t["prompt_tokens"] > 300 and t["output_tokens"] >= len(chunks) >= 1
+    assert t["queue_ms"] >= 0 and t["tokenize_ms"] > 0 and t["ttft_ms"] > 0
+    if t["output_tokens"] >= 2:
+        assert t["first_decode_ms"] > 0 and t["generate_ms"] >= t["first_decode_ms"] and t["tokens_per_s"] > 0
+    assert t["queue_ms"] + t["ttft_ms"] + t["generate_ms"] <= t["total_ms"] + 1
+    assert t["total_ms"] <= elapsed_ms                 # the client's view includes the network
+    assert 0 <= t["cached_tokens"] <= t["prompt_tokens"]
+    assert t["spec_proposed"] >= t["spec_accepted"] >= 0
+    await c.close()
+
+
+async def test_metrics_expose_the_latency_histograms_counters_and_gauges(backend):
+    c = await Client.open(backend.ws_url)
+    await c.complete("m", "import os\n\ndef main():\n    ", max_tokens=8)
+    await c.terminal("m")
+    m = metrics(backend.http_url)
+    for h in ("quickcode_ttft_seconds", "quickcode_queue_seconds", "quickcode_time_per_output_token_seconds",
+              "quickcode_e2e_seconds", "quickcode_engine_ttft_seconds", "quickcode_tokenize_seconds",
+              "quickcode_event_loop_lag_seconds"):
+        assert f'{h}_bucket{{le="+Inf"}}' in m and m[f"{h}_count"] >= 1, h
+    for reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
+        assert f'quickcode_requests_total{{finish_reason="{reason}"}}' in m
+    assert m['quickcode_requests_total{finish_reason="stop"}'] + m['quickcode_requests_total{finish_reason="length"}'] >= 1
+    for g in ("quickcode_sessions", "quickcode_queued_prompt_tokens", "quickcode_running_requests",
+              "quickcode_live_requests", "quickcode_engine_running", "quickcode_engine_waiting",
+              "quickcode_spec_acceptance_rate", "quickcode_prefix_cache_hit_rate"):
+        assert g in m, g
+    assert m["quickcode_sessions"] >= 1
+    assert m["quickcode_prefix_cache_queries_tokens_total"] > 0
+    assert 0 <= m["quickcode_prefix_cache_hit_rate"] <= 1 and 0 <= m["quickcode_spec_acceptance_rate"] <= 1
+    await c.close()
