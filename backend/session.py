@@ -122,7 +122,8 @@ class Session:
                 elif isinstance(msg, Hello):
                     raise ProtocolError(ErrorCode.BAD_VALUE, "hello was already received")
                 else:
-                    raise ProtocolError(ErrorCode.UNKNOWN_KIND, f"a client does not send {msg.kind!r}")
+                    raise ProtocolError(ErrorCode.UNKNOWN_KIND, f"a client does not send {msg.kind!r}",
+                                        getattr(msg, "id", None))
             except ProtocolError as e:
                 self._error(e)
             except Exception as e:  # a bug of ours must not end the session: typed error, keep serving
