@@ -26,8 +26,8 @@ class CompletionBody(BaseModel):
     model: str = ""
     prompt: str | list[str] = ""
     suffix: str | None = None
-    max_tokens: int = 16
-    temperature: float = 0.0
+    max_tokens: int | None = 16      # null (sent by some plugins) means OpenAI's default, 16
+    temperature: float | None = 0.0
     stream: bool = False
     stop: str | list[str] | None = None
     n: int = Field(default=1, ge=1, le=1)
@@ -49,6 +49,9 @@ def _error(status: int, message: str, code: str, kind: str = "invalid_request_er
 def register(app: FastAPI, backend) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, exc: RequestValidationError):
+        ok, _ = backend.user_for(request.headers, request.query_params)
+        if not ok:  # FastAPI validates the body before the handler runs: a stranger learns nothing from it
+            return _error(401, "missing or invalid API token", ErrorCode.UNAUTHORIZED.value, "authentication_error")
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(x) for x in first.get("loc", []) if x != "body")
         return _error(400, f"{where}: {first.get('msg', 'invalid request')}", ErrorCode.BAD_VALUE.value)
@@ -62,8 +65,9 @@ def register(app: FastAPI, backend) -> None:
         stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
         sid = "http-" + secrets.token_hex(6)
         rid = "cmpl-" + secrets.token_hex(8)
-        msg = Complete(id=rid, prefix=prompt, suffix=body.suffix or "", max_tokens=body.max_tokens,
-                       temperature=body.temperature, stop=stop, language="", path="")
+        msg = Complete(id=rid, prefix=prompt, suffix=body.suffix or "",
+                       max_tokens=16 if body.max_tokens is None else body.max_tokens,
+                       temperature=body.temperature or 0.0, stop=stop, language="", path="")
         sink = QueueSink()
         svc = backend.service
         try:
