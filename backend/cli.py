@@ -6,7 +6,14 @@ import sys
 from pathlib import Path
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, only: str | None = None) -> None:
+    if only in (None, "serve"):
+        _register_serve(sub)
+    if only in (None, "token"):
+        _register_token(sub)
+
+
+def _register_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the backend (FastAPI + vLLM) on the embedded default or a config")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=None)
@@ -15,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override any setting, e.g. --set spec_method=off --set scheduler=fifo")
     p.set_defaults(func=_serve)
 
+
+def _register_token(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("token", help="issue or revoke per-user API tokens (stored hashed)")
     tsub = t.add_subparsers(dest="token_cmd", required=True)
     i = tsub.add_parser("issue", help="print a new token for USER (shown once) and store its hash")

@@ -16,7 +16,14 @@ BENCHES = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction, only: str | None = None) -> None:
+    if only in (None, "bench"):
+        _register_bench(sub)
+    if only in (None, "report"):
+        _register_report(sub)
+
+
+def _register_bench(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="benchmarks: a markdown report, then one JSON line of headline figures")
     bsub = bench.add_subparsers(dest="bench_name", required=True)
     for name, (module, helptext) in BENCHES.items():
@@ -29,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 raise
             p.set_defaults(func=_missing(name))
 
+
+def _register_report(sub: argparse._SubParsersAction) -> None:
     rep = sub.add_parser("report", help="latency breakdown table (component, p50, p95, share) from a running backend")
     rep.set_defaults(func=_runner("benchmarks.breakdown"), bench_module="benchmarks.breakdown")
     try:

@@ -1,0 +1,278 @@
+"""One WebSocket to the backend: connect to the nearest healthy endpoint, hello/welcome, demultiplex frames
+by request id, reconnect with jittered backoff, and fail every pending request at once when the connection
+is lost (the editor gets an empty answer, never a hang).
+
+A request is a `Stream`: chunks, then exactly one end (`Done`, `Error`, or a local `Lost`). While requests
+are pending, a watchdog pings a silent connection, so a dead network is noticed in well under a second.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import websockets
+from websockets.asyncio.client import ClientConnection, connect
+
+from lsp_client.config import ClientConfig
+from lsp_client.endpoints import EndpointChooser
+from protocol import (PROTOCOL_VERSION, Cancel, Chunk, Complete, Done, Error, Hello, ProtocolError, Telemetry,
+                      Welcome, decode, encode)
+
+log = logging.getLogger("quickcode.channel")
+
+CONNECT_TIMEOUT_S = 3.0
+WATCHDOG_SILENCE_S = 0.2     # with requests pending and no frame for this long, ping
+WATCHDOG_PONG_S = 0.3        # ... and declare the connection dead if the pong takes longer
+
+
+class Unavailable(Exception):
+    """No connection to any backend right now."""
+
+
+@dataclass(frozen=True)
+class Lost:
+    """Local end of a stream: the connection went away (or the request was cancelled by us)."""
+    reason: str
+
+
+class Stream:
+    def __init__(self, rid: str):
+        self.rid = rid
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.end: Done | Error | Lost | None = None
+        self.t_sent = time.perf_counter()
+        self.t_first: float | None = None
+
+    def _push(self, msg) -> None:
+        if self.end is not None:
+            return
+        if isinstance(msg, (Done, Error, Lost)):
+            self.end = msg
+        elif self.t_first is None:
+            self.t_first = time.perf_counter()
+        self.queue.put_nowait(msg)
+
+    async def frames(self):
+        """Yield chunk texts until the end; the end itself is left in `self.end`."""
+        while True:
+            msg = await self.queue.get()
+            if isinstance(msg, Chunk):
+                yield msg.text
+            else:
+                return
+
+
+class Channel:
+    def __init__(self, cfg: ClientConfig, client_name: str = "quickcode-lsp", on_state=None):
+        self.cfg = cfg
+        self.client_name = client_name
+        self.on_state = on_state or (lambda state: None)
+        self.chooser = EndpointChooser(cfg.endpoints)
+        self.ws: ClientConnection | None = None
+        self.url: str | None = None
+        self.welcome: Welcome | None = None
+        self.streams: dict[str, Stream] = {}
+        self._ids = itertools.count(1)
+        self._tasks: list[asyncio.Task] = []
+        self._closed = False
+        self._last_frame_s = time.monotonic()
+        self.connects = 0
+        self.last_error = ""
+
+    # ── public
+    @property
+    def connected(self) -> bool:
+        return self.ws is not None and self.welcome is not None
+
+    def new_id(self) -> str:
+        return f"r{next(self._ids)}"
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._run(), name="channel"),
+                       asyncio.create_task(self._probe_loop(), name="channel-probe"),
+                       asyncio.create_task(self._watchdog(), name="channel-watchdog")]
+
+    async def close(self) -> None:
+        self._closed = True
+        for t in self._tasks:
+            t.cancel()
+        if self.ws is not None:
+            await self.ws.close()
+        self._fail_all("closed")
+
+    def reconfigure(self, cfg: ClientConfig) -> None:
+        """New endpoints or token: reconnect."""
+        changed = cfg.endpoints != list(self.chooser.endpoints) or cfg.token != self.cfg.token
+        self.cfg = cfg
+        if changed:
+            self.chooser = EndpointChooser(cfg.endpoints)
+            if self.ws is not None:
+                asyncio.create_task(self.ws.close(1000, "reconfigured"))
+
+    def submit(self, msg: Complete) -> Stream:
+        if not self.connected:
+            raise Unavailable(self.last_error or "not connected")
+        stream = Stream(msg.id)
+        self.streams[msg.id] = stream
+        self._send(msg)
+        return stream
+
+    def cancel(self, rid: str) -> None:
+        stream = self.streams.pop(rid, None)
+        if stream is not None:
+            stream._push(Lost("cancelled"))
+            if self.connected:
+                self._send(Cancel(id=rid))
+
+    def telemetry(self, t: Telemetry) -> None:
+        if self.connected:
+            self._send(t)
+
+    def status(self) -> dict:
+        return {"connected": self.connected, "endpoint": self.url, "endpoints": self.chooser.snapshot(),
+                "model": self.welcome.model if self.welcome else "", "replica": self.welcome.replica if self.welcome else "",
+                "pending": len(self.streams), "connects": self.connects, "last_error": self.last_error}
+
+    # ── internals
+    def _send(self, msg) -> None:
+        ws = self.ws
+        if ws is None:
+            return
+        asyncio.create_task(self._send_now(ws, encode(msg).decode()))
+
+    async def _send_now(self, ws: ClientConnection, data: str) -> None:
+        try:
+            await ws.send(data)
+        except websockets.ConnectionClosed:
+            pass  # the reader notices the close and fails the pending streams
+
+    def _fail_all(self, reason: str) -> None:
+        streams, self.streams = self.streams, {}
+        for s in streams.values():
+            s._push(Lost(reason))
+
+    def _headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.cfg.token}"} if self.cfg.token else {}
+
+    async def _run(self) -> None:
+        attempt = 0
+        if len(self.chooser.endpoints) > 1:
+            await self._probe_all()   # choose the nearest before the first connection
+        while not self._closed:
+            url = self.chooser.best(time.monotonic())
+            try:
+                async with connect(url, additional_headers=self._headers(), open_timeout=CONNECT_TIMEOUT_S,
+                                   ping_interval=20, ping_timeout=20, compression=None, max_size=1 << 22,
+                                   close_timeout=1) as ws:
+                    await ws.send(encode(Hello(protocol_version=PROTOCOL_VERSION, client=self.client_name,
+                                               user=self.cfg.user)).decode())
+                    welcome = decode(await asyncio.wait_for(ws.recv(), CONNECT_TIMEOUT_S))
+                    if isinstance(welcome, Error):
+                        raise ConnectionError(f"{welcome.code}: {welcome.message}")
+                    if not isinstance(welcome, Welcome):
+                        raise ConnectionError(f"expected welcome, got {welcome.kind}")
+                    self.ws, self.url, self.welcome = ws, url, welcome
+                    self.connects += 1
+                    attempt = 0
+                    self.last_error = ""
+                    self.chooser.record_success(url)
+                    self._last_frame_s = time.monotonic()
+                    log.info("connected to %s (replica %s, model %s)", url, welcome.replica, welcome.model)
+                    self.on_state(self.status())
+                    async for data in ws:
+                        self._last_frame_s = time.monotonic()
+                        self._dispatch(data)
+                    close = ws.close_rcvd
+                    self.last_error = f"closed by server ({close.code} {close.reason})" if close else "connection closed"
+            except asyncio.CancelledError:
+                raise
+            except (OSError, asyncio.TimeoutError, websockets.WebSocketException, ConnectionError, ProtocolError) as e:
+                self.last_error = f"{type(e).__name__}: {e}"
+                self.chooser.record_failure(url, time.monotonic())
+            finally:
+                was_connected = self.ws is not None
+                self.ws, self.welcome = None, None
+                self._fail_all("connection lost")
+                if was_connected:
+                    log.warning("lost %s: %s", url, self.last_error)
+                    self.on_state(self.status())
+            if self._closed:
+                return
+            attempt += 1
+            delay = min(5.0, 0.05 * 2 ** min(attempt, 7))
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))   # jitter: replicas restart, clients don't stampede
+
+    def _dispatch(self, data: str | bytes) -> None:
+        try:
+            msg = decode(data)
+        except ProtocolError as e:
+            log.warning("undecodable frame from the backend: %s", e)
+            return
+        rid = getattr(msg, "id", None)
+        stream = self.streams.get(rid) if rid else None
+        if stream is None:
+            if isinstance(msg, Error) and not rid:
+                log.warning("backend error: %s %s", msg.code, msg.message)
+            return
+        stream._push(msg)
+        if isinstance(msg, (Done, Error)):
+            self.streams.pop(rid, None)
+
+    async def _watchdog(self) -> None:
+        """With requests pending on a silent connection, ping; no pong in time means the network is gone."""
+        while True:
+            await asyncio.sleep(0.1)
+            ws = self.ws
+            if ws is None or not self.streams or time.monotonic() - self._last_frame_s < WATCHDOG_SILENCE_S:
+                continue
+            try:
+                pong = await ws.ping()
+                await asyncio.wait_for(pong, WATCHDOG_PONG_S)
+                self._last_frame_s = time.monotonic()
+            except (asyncio.TimeoutError, websockets.ConnectionClosed):
+                if self.ws is ws:
+                    self.last_error = "no pong: network lost"
+                    log.warning("backend %s did not answer a ping in %.0f ms", self.url, WATCHDOG_PONG_S * 1000)
+                    self._fail_all("no pong")
+                    ws.transport.abort()
+
+    async def probe(self, url: str) -> float | None:
+        """Round-trip time to `url` in ms (best of three WebSocket pings), None if unreachable."""
+        try:
+            async with connect(url, additional_headers=self._headers(), open_timeout=CONNECT_TIMEOUT_S,
+                               compression=None, close_timeout=0.5, ping_interval=None) as ws:
+                best = None
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    await asyncio.wait_for(await ws.ping(), CONNECT_TIMEOUT_S)
+                    rtt = (time.perf_counter() - t0) * 1000
+                    best = rtt if best is None else min(best, rtt)
+                return best
+        except (OSError, asyncio.TimeoutError, websockets.WebSocketException):
+            return None
+
+    async def _probe_loop(self) -> None:
+        """Measure every endpoint now and then; move to a clearly nearer healthy one when idle (failback)."""
+        while True:
+            await asyncio.sleep(self.cfg.probe_interval_s)
+            if len(self.chooser.endpoints) > 1:
+                await self._probe_all()
+                better = self.url and self.chooser.better_than(self.url, time.monotonic())
+                if better and self.ws is not None and not self.streams:
+                    log.info("failing back to nearer endpoint %s", better)
+                    await self.ws.close(1000, "moving to a nearer endpoint")
+                self.on_state(self.status())
+
+    async def _probe_all(self) -> None:
+        rtts = await asyncio.gather(*(self.probe(u) for u in self.chooser.endpoints))
+        now = time.monotonic()
+        for url, rtt in zip(list(self.chooser.endpoints), rtts):
+            if rtt is None:
+                self.chooser.record_failure(url, now)
+            else:
+                self.chooser.record_rtt(url, rtt)
+        log.info("endpoint RTTs: %s", self.chooser.snapshot())

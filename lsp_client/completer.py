@@ -1,0 +1,423 @@
+"""The keystroke path: decide whether to ask at all, ask, and turn the stream into what the editor shows.
+
+For each editor request: context → cache (typed-through hit: answer now) → a running request this one
+extends (serve from it; cancel the stale ones) → acceptance predictor (skip?) → adaptive debounce (shorter at
+pause points; a newer request for the document makes this one give up) → one request over the channel →
+post-process the stream until the shown text is final → answer. Whatever was streamed goes to the cache
+(lines beyond the shown one feed the "hot streak"); the generation is stopped once nothing more is needed.
+
+Invariant (tests/test_completer_property.py): a suggestion is returned only if it is consistent with the
+document at that moment — the text before the cursor equals the prefix it was computed for plus what was
+typed since, and that typed text is a prefix of what was generated — and no request keeps running after
+the document moved away from it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from lru import LRU
+
+from lsp_client import postprocess
+from lsp_client.cache import CompletionCache
+from lsp_client.channel import Channel, Lost, Stream, Unavailable
+from lsp_client.config import ClientConfig
+from lsp_client.context import Context, build
+from lsp_client.debounce import AdaptiveDebounce
+from lsp_client.inflight import Fit, Flight, Inflight
+from lsp_client.predictor import AcceptancePredictor, features
+from lsp_client.prefetch import is_pause_point
+from lsp_client.snippets import NeighbourFiles
+from lsp_client.telemetry import Outcomes, Shown
+from protocol import Complete, Done, Error, Priority, Snippet
+
+log = logging.getLogger("quickcode.completer")
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    text: str            # insert at the cursor
+    id: str              # names it in telemetry (accept / partial accept / dismiss)
+    source: str          # "cache" | "inflight" | "network"
+    latency_ms: float
+
+
+@dataclass
+class _Doc:
+    uri: str
+    path: str
+    language: str
+    text: str = ""
+    generation: int = 0              # bumped by every editor request: an older waiting request gives up
+    last_cursor: int | None = None
+
+
+@dataclass
+class Stats:
+    requests: int = 0                # editor requests
+    served_cache: int = 0
+    served_inflight: int = 0
+    served_network: int = 0
+    empty: int = 0
+    skipped_predictor: int = 0
+    superseded_waits: int = 0
+    backend_requests: int = 0
+    cancelled: int = 0
+    stopped_early: int = 0
+    prefetches: int = 0
+    warmups: int = 0
+    tokens_generated: int = 0        # output tokens of finished backend requests
+    tokens_never_shown: int = 0      # ... of requests none of whose text was ever shown (wasted)
+    waterfalls: deque = field(default_factory=lambda: deque(maxlen=500))
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "waterfalls"}
+
+
+class Completer:
+    def __init__(self, cfg: ClientConfig, channel: Channel, *, clock=time.monotonic, sleep=asyncio.sleep,
+                 rng=random.random):
+        self.channel = channel
+        self.clock, self.sleep, self.rng = clock, sleep, rng
+        self.docs: dict[str, _Doc] = {}
+        self.cache = CompletionCache(cfg.cache_max_keys)
+        self.inflight = Inflight(cfg.max_inflight_per_doc)
+        self.debounce = AdaptiveDebounce()
+        self.predictor = AcceptancePredictor()
+        self.neighbours = NeighbourFiles(cfg.snippet_max_files, cfg.snippet_lines)
+        self.outcomes = Outcomes(send=self._telemetry, learn=self.predictor.learn)
+        self.stats = Stats()
+        self._snippet_memo: dict[tuple[str, int], list[Snippet]] = {}
+        self._shown_rids: LRU = LRU(10_000)    # backend request ids whose text was shown (waste accounting)
+        self._pending_tokens: LRU = LRU(10_000)  # rid → output tokens, for requests finished but not (yet) shown
+        self.apply_config(cfg)
+
+    def apply_config(self, cfg: ClientConfig) -> None:
+        self.cfg = cfg
+        d = self.debounce
+        d.base_ms, d.min_ms, d.max_ms, d.adaptive = cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms, cfg.adaptive_debounce
+        self.predictor.threshold, self.predictor.exploration = cfg.predictor_threshold, cfg.predictor_exploration
+        self.inflight.max_per_doc = cfg.max_inflight_per_doc
+
+    # ── document events
+    def on_open(self, uri: str, path: str, language: str, text: str) -> None:
+        self.docs[uri] = _Doc(uri, path, language, text)
+        if self.cfg.snippets:
+            self.neighbours.touch(uri, path, language, text)
+        if self.cfg.warmup and self.cfg.language_enabled(language):
+            self._warmup(self.docs[uri], 0)
+
+    def on_change(self, uri: str, text: str, edit_offset: int | None = None) -> None:
+        """A keystroke (or any edit): cancel the requests the document has moved away from."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return
+        jumped = (edit_offset is not None and doc.last_cursor is not None
+                  and abs(text.count("\n", 0, edit_offset) - doc.text.count("\n", 0, doc.last_cursor)) > 30)
+        doc.text = text
+        self.debounce.keystroke(self.clock() * 1000)
+        if self.cfg.cancel_stale:
+            for f in self.inflight.for_uri(uri):
+                if not still_fits(f, text):
+                    self._cancel(f)
+        if self.cfg.snippets:
+            self.neighbours.touch(uri, doc.path, doc.language, text)   # cheap: indexed lazily, when another file asks
+        if jumped and self.cfg.warmup and self.cfg.language_enabled(doc.language):
+            self._warmup(doc, edit_offset)       # the cursor jumped far: warm the KV cache for the new place
+        if edit_offset is not None:
+            doc.last_cursor = edit_offset
+
+    def on_close(self, uri: str) -> None:
+        for f in self.inflight.for_uri(uri):
+            self._cancel(f)
+        self.outcomes.on_closed(uri, self.clock())
+        self.docs.pop(uri, None)
+        self.neighbours.forget(uri)
+
+    def on_accepted(self, sid: str, chars: int | None = None) -> None:
+        shown = self.outcomes.on_accepted(sid, self.clock(), chars)
+        if shown is not None and self.cfg.prefetch and (chars is None or chars >= len(shown.text)):
+            self._prefetch_after_accept(shown)
+
+    def on_partial(self, sid: str, chars: int) -> None:
+        self.outcomes.on_partial(sid, chars, self.clock())
+
+    # ── the keystroke path
+    async def complete(self, uri: str, offset: int, *, explicit: bool = False) -> Suggestion | None:
+        t0 = self.clock()
+        self.stats.requests += 1
+        doc = self.docs.get(uri)
+        if doc is None or not self.cfg.language_enabled(doc.language):
+            return None
+        doc.generation += 1
+        gen, snapshot = doc.generation, doc.text
+        doc.last_cursor = offset
+        ctx = self._context(doc, offset)
+        sh = postprocess.shape(ctx, self.cfg.multiline_max_lines)
+        self.outcomes.on_position(uri, ctx.prefix, t0)
+
+        hit = self._from_cache(doc, ctx, sh, t0)
+        if hit is not None:
+            return hit
+        flight, launched = self._reusable_flight(uri, ctx), False
+        if flight is None:
+            x = features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
+                         ctx.line_suffix, doc.language)
+            if self.cfg.predictor and not explicit and not self.predictor.should_request(x, self.rng):
+                self.stats.skipped_predictor += 1
+                return None
+            wait_ms = 0.0 if explicit else self.debounce.wait_ms(self.clock() * 1000, is_pause_point(ctx.line_prefix))
+            if wait_ms > 0:
+                await self.sleep(wait_ms / 1000)
+            if doc.generation != gen or doc.text is not snapshot or self.docs.get(uri) is not doc:
+                self.stats.superseded_waits += 1
+                return None                  # a newer keystroke or request for this document took over
+            hit = self._from_cache(doc, ctx, sh, t0)
+            if hit is not None:
+                return hit
+            flight = self._reusable_flight(uri, ctx)
+            if flight is None:
+                flight, launched = self._launch(doc, ctx), True
+                if flight is None:
+                    return None              # backend unreachable: answer empty, at once
+        text, typed = await self._wait_for_text(flight, ctx, sh, t0)
+        if not text or doc.text is not snapshot or self.docs.get(uri) is not doc:
+            self.stats.empty += 1
+            return None                      # nothing to show, or the document changed while we waited
+        if launched:
+            self.stats.served_network += 1
+        else:
+            self.stats.served_inflight += 1
+        self._mark_shown(flight.rid)
+        return self._show(doc, ctx, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
+                          "network" if launched else "inflight", t0)
+
+    # ── pieces
+    def _context(self, doc: _Doc, offset: int, text: str | None = None) -> Context:
+        return build(doc.text if text is None else text, offset, doc.language, doc.path,
+                     prefix_max_chars=self.cfg.prefix_max_chars, suffix_max_chars=self.cfg.suffix_max_chars,
+                     quantum=self.cfg.window_quantum_lines)
+
+    def _from_cache(self, doc: _Doc, ctx: Context, sh, t0: float) -> Suggestion | None:
+        if not self.cfg.cache:
+            return None
+        hit = self.cache.get(ctx.prefix, ctx.suffix_head)
+        if hit is None:
+            return None
+        text, _ = postprocess.cut(hit.remainder, sh, finished=True)
+        if not text:
+            return None
+        self.stats.served_cache += 1
+        self._mark_shown(hit.entry.source)
+        return self._show(doc, ctx, text, f"{hit.entry.source}+{hit.typed}", "cache", t0)
+
+    def _reusable_flight(self, uri: str, ctx: Context) -> Flight | None:
+        if self.cfg.inflight_reuse:
+            flight, stale = self.inflight.best(uri, ctx.prefix, ctx.suffix_head)
+        else:
+            flight, stale = None, self.inflight.for_uri(uri)
+        if self.cfg.cancel_stale:
+            for f in stale:
+                self._cancel(f)
+        return flight
+
+    def _launch(self, doc: _Doc, ctx: Context, *, priority: Priority = Priority.NORMAL,
+                prefill_only: bool = False) -> Flight | None:
+        rid = self.channel.new_id()
+        msg = Complete(id=rid, prefix=ctx.prefix, suffix=ctx.suffix, language=doc.language, path=doc.path,
+                       max_tokens=1 if prefill_only else self.cfg.max_tokens, priority=priority,
+                       prefill_only=prefill_only, snippets=self._snippets(doc, ctx))
+        try:
+            stream = self.channel.submit(msg)
+        except Unavailable:
+            return None
+        self.stats.backend_requests += 1
+        flight = Flight(rid, doc.uri, ctx.prefix, ctx.suffix_head, prefetch=priority is Priority.PREFETCH,
+                        started_s=self.clock())
+        flight.extra.update(event=asyncio.Event(), shape=postprocess.shape(ctx, self.cfg.multiline_max_lines),
+                            start=ctx.prefix_start, prefill_only=prefill_only)
+        if not prefill_only:
+            for old in self.inflight.add(flight):
+                self._cancel(old)
+        flight.extra["task"] = asyncio.create_task(self._pump(flight, stream), name=f"pump-{rid}")
+        return flight
+
+    async def _pump(self, flight: Flight, stream: Stream) -> None:
+        """Read one request's stream into its flight; stop the generation once nothing more is needed."""
+        try:
+            async for text in stream.frames():
+                flight.streamed += text
+                self._notify(flight)
+                if flight.listeners == 0 and self._enough(flight):
+                    self._stop_early(flight)
+                    break
+        finally:
+            flight.finished = True
+            self.inflight.remove(flight)
+            if self.cfg.cache and flight.streamed and not flight.extra.get("cancelled"):
+                keep = flight.streamed
+                if flight.extra.get("stopped_early") and "\n" in keep:
+                    keep = keep[: keep.rfind("\n")]            # drop a cut-off last line
+                self.cache.put(flight.prefix, flight.suffix_head, keep, flight.rid)
+            if isinstance(stream.end, Done):
+                tokens = stream.end.timing.output_tokens
+                self.stats.tokens_generated += tokens
+                if flight.rid not in self._shown_rids:
+                    self.stats.tokens_never_shown += tokens
+                    self._pending_tokens[flight.rid] = tokens
+                if stream.t_first is not None and not flight.prefetch:
+                    self.debounce.latency((stream.t_first - stream.t_sent) * 1000)
+            self._waterfall(flight, stream)
+            self._notify(flight)
+
+    def _enough(self, flight: Flight) -> bool:
+        """The shown text is final and the hot-streak lines beyond it have arrived (or the block ended)."""
+        sh = flight.extra["shape"]
+        shown, final = postprocess.cut(flight.streamed, sh, finished=False)
+        if not final:
+            return False
+        if sh.multiline or not shown:
+            return True
+        return flight.streamed.count("\n") > self.cfg.hot_streak_lines
+
+    def _stop_early(self, flight: Flight) -> None:
+        if not flight.finished and not flight.extra.get("stopped_early"):
+            flight.extra["stopped_early"] = True
+            self.stats.stopped_early += 1
+            self.channel.cancel(flight.rid)          # the rest would be wasted: cancel it on the backend
+
+    def _notify(self, flight: Flight) -> None:
+        ev = flight.extra["event"]
+        flight.extra["event"] = asyncio.Event()
+        ev.set()
+
+    async def _wait_for_text(self, flight: Flight, ctx: Context, sh, t0: float) -> tuple[str, int]:
+        """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed)."""
+        deadline = t0 + self.cfg.deadline_ms / 1000
+        flight.listeners += 1
+        text, typed = "", len(ctx.prefix) - len(flight.prefix)
+        try:
+            while True:
+                fit = flight.fit(ctx.prefix, ctx.suffix_head)
+                if fit is Fit.STALE:
+                    return "", typed
+                final = False
+                if fit is Fit.REUSABLE:
+                    text, final = postprocess.cut(flight.streamed[typed:], sh, flight.finished)
+                remaining = deadline - self.clock()
+                if final or flight.finished or remaining <= 0:
+                    return text, typed
+                try:
+                    await asyncio.wait_for(flight.extra["event"].wait(), remaining)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            flight.listeners -= 1
+            if flight.listeners == 0 and self._enough(flight):
+                self._stop_early(flight)
+
+    def _show(self, doc: _Doc, ctx: Context, text: str, sid: str, source: str, t0: float) -> Suggestion:
+        x = features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
+                     ctx.line_suffix, doc.language)
+        self.outcomes.on_shown(Shown(sid, doc.uri, ctx.prefix, text, doc.language, x, self.clock()))
+        return Suggestion(text, sid, source, (self.clock() - t0) * 1000)
+
+    def _mark_shown(self, rid: str) -> None:
+        """Text of backend request `rid` reached the editor: its tokens were not wasted."""
+        if rid and rid not in self._shown_rids:
+            self._shown_rids[rid] = True
+            if rid in self._pending_tokens:
+                self.stats.tokens_never_shown -= self._pending_tokens.pop(rid)
+
+    def _cancel(self, flight: Flight) -> None:
+        if flight.finished:
+            return
+        flight.extra["cancelled"] = True
+        self.stats.cancelled += 1
+        self.inflight.remove(flight)
+        self.channel.cancel(flight.rid)
+
+    def _snippets(self, doc: _Doc, ctx: Context) -> list[Snippet]:
+        """Neighbouring-file snippets, recomputed only when the cursor moves to another block of 8 lines,
+        so that the prompt's head stays the same from keystroke to keystroke."""
+        if not self.cfg.snippets:
+            return []
+        key = (doc.uri, doc.text.count("\n", 0, ctx.prefix_start + len(ctx.prefix)) // 8)
+        memo = self._snippet_memo.get(key)
+        if memo is None:
+            around = "\n".join(ctx.prefix.splitlines()[-self.cfg.snippet_lines:])
+            memo = [Snippet(path=p, text=t) for p, t in self.neighbours.best(doc.uri, doc.language, around, self.cfg.snippet_max)]
+            if len(self._snippet_memo) > 256:
+                self._snippet_memo.clear()
+            self._snippet_memo[key] = memo
+        return memo
+
+    def _warmup(self, doc: _Doc, offset: int) -> None:
+        if self._launch(doc, self._context(doc, offset), priority=Priority.PREFETCH, prefill_only=True) is not None:
+            self.stats.warmups += 1
+
+    def _prefetch_after_accept(self, shown: Shown) -> None:
+        """Ask for the continuation at prefetch priority, on the document as it is once the accept applied."""
+        doc = self.docs.get(shown.uri)
+        if doc is None:
+            return
+        i = doc.text.find(shown.prefix + shown.text)
+        if i >= 0:
+            text, cursor = doc.text, i + len(shown.prefix) + len(shown.text)
+        else:
+            j = doc.text.find(shown.prefix)
+            if j < 0:
+                return
+            k = j + len(shown.prefix)
+            text, cursor = doc.text[:k] + shown.text + doc.text[k + shown.typed:], k + len(shown.text)
+        ctx = self._context(doc, cursor, text)
+        if self.cache.get(ctx.prefix, ctx.suffix_head) is None and self._reusable_flight(doc.uri, ctx) is None:
+            if self._launch(doc, ctx, priority=Priority.PREFETCH) is not None:
+                self.stats.prefetches += 1
+
+    def _telemetry(self, t) -> None:
+        if self.cfg.telemetry:
+            self.channel.telemetry(t)
+
+    def _waterfall(self, flight: Flight, stream: Stream) -> None:
+        """One line per backend request: every hop's time under the request id."""
+        end = stream.end
+        client_ms = (time.perf_counter() - stream.t_sent) * 1000
+        row = {"id": flight.rid, "prefetch": flight.prefetch, "client_total_ms": round(client_ms, 2),
+               "client_first_chunk_ms": round((stream.t_first - stream.t_sent) * 1000, 2) if stream.t_first else None}
+        if isinstance(end, Done):
+            t = end.timing
+            row.update(finish=end.finish_reason.value, network_ms=round(max(0.0, client_ms - t.total_ms), 2),
+                       server_total_ms=t.total_ms, queue_ms=t.queue_ms, tokenize_ms=t.tokenize_ms, ttft_ms=t.ttft_ms,
+                       first_decode_ms=t.first_decode_ms, generate_ms=t.generate_ms, prompt_tokens=t.prompt_tokens,
+                       cached_tokens=t.cached_tokens, output_tokens=t.output_tokens, tokens_per_s=t.tokens_per_s,
+                       spec_proposed=t.spec_proposed, spec_accepted=t.spec_accepted)
+        elif isinstance(end, Error):
+            row.update(error=end.code, message=end.message)
+        elif isinstance(end, Lost):
+            row.update(lost=end.reason)
+        self.stats.waterfalls.append(row)
+        log.info("waterfall %s", row)
+
+
+def still_fits(f: Flight, text: str) -> bool:
+    """Is the document still at `f`'s prefix followed by typed text consistent with what `f` streamed
+    (and then the text that followed the cursor)? Any split of the text after the prefix into typed text +
+    suffix head counts: the cursor is not known at edit time."""
+    start = f.extra.get("start", 0)
+    if text[start:start + len(f.prefix)] != f.prefix:
+        return False
+    at = start + len(f.prefix)
+    head, streamed = f.suffix_head, f.streamed
+    common = 0
+    while common < len(streamed) and at + common < len(text) and text[at + common] == streamed[common]:
+        common += 1
+    if any(text.startswith(head, at + m) for m in range(common + 1)):
+        return True                  # typed = streamed[:m]: the user is typing what was generated
+    if not f.finished and common == len(streamed):
+        return not head or text.find(head, at + common) >= 0   # typed past what has arrived so far
+    return False

@@ -1,0 +1,108 @@
+"""The language server's one typed source of defaults, updated from initializationOptions and
+workspace/didChangeConfiguration (section `quickcode`). Keys may be camelCase or snake_case."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from dataclasses import dataclass, field
+
+log = logging.getLogger("quickcode.config")
+
+
+@dataclass
+class ClientConfig:
+    # backend
+    endpoints: list[str] = field(default_factory=lambda: ["ws://127.0.0.1:8765/v1/ws"])
+    token: str = ""
+    user: str = ""                      # only informative: with auth on, the token names the user
+    probe_interval_s: float = 30.0      # re-measure every endpoint's RTT this often (failback)
+    # what to complete
+    enabled: bool = True
+    languages: dict[str, bool] = field(default_factory=dict)   # per language id; missing = enabled
+    max_tokens: int = 64
+    multiline_max_lines: int = 8
+    hot_streak_lines: int = 3           # lines kept beyond what is shown, for the next positions
+    deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
+    # timing
+    debounce_ms: float = 50.0           # base pause
+    debounce_min_ms: float = 0.0
+    debounce_max_ms: float = 1000.0
+    adaptive_debounce: bool = True      # adjust by typing rhythm and measured backend latency
+    # context
+    prefix_max_chars: int = 3000        # ~800 tokens
+    suffix_max_chars: int = 800
+    window_quantum_lines: int = 16      # windows move in steps of this many lines (stable prompts)
+    snippets: bool = True
+    snippet_max: int = 2
+    snippet_lines: int = 16
+    snippet_max_files: int = 20
+    # intelligence (each can be turned off: the typing benchmark's baseline turns them all off)
+    cache: bool = True
+    cache_max_keys: int = 20_000
+    inflight_reuse: bool = True
+    cancel_stale: bool = True
+    max_inflight_per_doc: int = 2
+    prefetch: bool = True
+    warmup: bool = True                 # prefill-only request on open / cursor jump (KV warm-up)
+    predictor: bool = True
+    predictor_threshold: float = 0.2
+    predictor_exploration: float = 0.1
+    telemetry: bool = True
+
+    def language_enabled(self, language: str) -> bool:
+        return self.enabled and self.languages.get(language, self.languages.get("*", True))
+
+    def update(self, options: dict | None) -> list[str]:
+        """Apply known keys (camelCase or snake_case); return the keys that were ignored."""
+        if not isinstance(options, dict):
+            return []
+        if isinstance(options.get("quickcode"), dict):
+            options = options["quickcode"]
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        ignored = []
+        for key, value in options.items():
+            name = _snake(key)
+            f = fields.get(name)
+            if f is None:
+                ignored.append(key)
+                continue
+            current = getattr(self, name)
+            try:
+                setattr(self, name, _coerce(value, current))
+            except (TypeError, ValueError):
+                log.warning("setting %s=%r has the wrong type; keeping %r", key, value, current)
+                ignored.append(key)
+        if ignored:
+            log.info("unknown or invalid settings ignored: %s", ", ".join(ignored))
+        return ignored
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+
+
+def _coerce(value, current):
+    if isinstance(current, bool):
+        if isinstance(value, bool):
+            return value
+        raise TypeError("bool expected")
+    if isinstance(current, (int, float)) and not isinstance(current, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError("number expected")
+        return type(current)(value)
+    if isinstance(current, str):
+        if not isinstance(value, str):
+            raise TypeError("string expected")
+        return value
+    if isinstance(current, list):
+        if isinstance(value, str):
+            return [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError("list of strings expected")
+        return list(value)
+    if isinstance(current, dict):
+        if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
+            raise TypeError("object of booleans expected")
+        return dict(value)
+    raise TypeError("unsupported setting type")

@@ -1,0 +1,81 @@
+"""Document + cursor offset → the prefix/suffix windows sent to the backend.
+
+Windows are cut at line boundaries and move in steps of `quantum` lines, so from one keystroke to the next
+the prompt only grows at the cursor: the backend's prefix cache keeps hitting. Offsets here are Python
+string indices; the LSP position (UTF-16 by default) is converted by the caller (pygls' position codec).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Context:
+    prefix: str          # window text before the cursor (starts at a line start)
+    suffix: str          # window text after the cursor (ends at a line end)
+    line_prefix: str     # the cursor line, before the cursor
+    line_suffix: str     # the cursor line, after the cursor
+    language: str
+    path: str
+    prefix_start: int = 0   # document offset where `prefix` begins (the cursor is at prefix_start + len(prefix))
+
+    @property
+    def suffix_head(self) -> str:
+        """Rest of the cursor line and the next line: what must not change for a cached completion to stay valid."""
+        first = self.suffix.find("\n")
+        if first < 0:
+            return self.suffix
+        second = self.suffix.find("\n", first + 1)
+        return self.suffix if second < 0 else self.suffix[:second]
+
+
+def _line_start(text: str, offset: int) -> int:
+    return text.rfind("\n", 0, offset) + 1
+
+
+def prefix_start(text: str, cursor: int, max_chars: int, quantum: int) -> int:
+    """First offset of the prefix window: the earliest line start whose line number is a multiple of
+    `quantum` and that keeps the window within `max_chars` (or the cursor line start if none fits)."""
+    if cursor <= max_chars:
+        return 0
+    start = text.find("\n", cursor - max_chars) + 1
+    line_start_of_cursor = _line_start(text, cursor)
+    if start == 0 or start > line_start_of_cursor:
+        return line_start_of_cursor
+    line_no = text.count("\n", 0, start)
+    skip = (-line_no) % quantum
+    for _ in range(skip):
+        nxt = text.find("\n", start) + 1
+        if nxt == 0 or nxt > line_start_of_cursor:
+            return line_start_of_cursor
+        start = nxt
+    return start
+
+
+def suffix_end(text: str, cursor: int, max_chars: int, max_lines: int = 60) -> int:
+    """End of the suffix window: whole lines after the cursor line, counted from the cursor line so the
+    window does not move while the user types within a line."""
+    end = text.find("\n", cursor)
+    if end < 0:
+        return len(text)
+    limit = cursor + max_chars
+    for _ in range(max_lines):
+        nxt = text.find("\n", end + 1)
+        if nxt < 0:
+            return len(text) if len(text) <= limit else end
+        if nxt > limit:
+            return end
+        end = nxt
+    return end
+
+
+def build(text: str, cursor: int, language: str, path: str, *, prefix_max_chars: int, suffix_max_chars: int,
+          quantum: int) -> Context:
+    cursor = max(0, min(cursor, len(text)))
+    p0 = prefix_start(text, cursor, prefix_max_chars, quantum)
+    s1 = suffix_end(text, cursor, suffix_max_chars)
+    ls = _line_start(text, cursor)
+    le = text.find("\n", cursor)
+    le = len(text) if le < 0 else le
+    return Context(prefix=text[p0:cursor], suffix=text[cursor:s1], line_prefix=text[ls:cursor],
+                   line_suffix=text[cursor:le], language=language, path=path, prefix_start=p0)

@@ -1,0 +1,138 @@
+"""Raw model text → what the editor shows.
+
+One line when the cursor is mid-line or after ordinary code; a block (until the indentation returns to the
+level it started from) at the start of a line or after a block opener. The part that duplicates the text
+after the cursor is trimmed, a closing bracket the suffix already supplies is not repeated, and empty,
+whitespace-only or repetitive text is dropped. `cut` also says when the shown text is final, so the stream
+can be stopped early (the rest of the generation is cancelled on the backend).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lsp_client.context import Context
+
+_PAIRS = {")": "(", "]": "[", "}": "{"}
+_OPENERS = set(_PAIRS.values())
+_BLOCK_OPENER = re.compile(r"[:{(\[]\s*$")
+_CLOSERS_ONLY = set(")]}\"'`;,: ")
+_REPEAT_UNIT = re.compile(r"(.{2,}?)\1{3,}|(.)\2{7,}", re.S)
+
+
+@dataclass(frozen=True)
+class Shape:
+    multiline: bool
+    indent: int                 # continuation lines need at least this indentation...
+    strict: bool                # ...or more than it (after a block opener)
+    line_prefix: str
+    line_suffix: str
+    suffix_lines: tuple[str, ...]   # the next non-empty lines after the cursor line, stripped
+    max_lines: int
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def shape(ctx: Context, max_lines: int = 8) -> Shape:
+    lp, ls = ctx.line_prefix, ctx.line_suffix
+    rest = ls.strip()
+    following = tuple(x.strip() for x in ctx.suffix.split("\n")[1:] if x.strip())[:3]
+    if rest and not set(rest) <= _CLOSERS_ONLY:
+        return Shape(False, 0, False, lp, ls, following, 1)            # mid-line: one line
+    if not lp.strip() and not rest:
+        return Shape(True, len(lp), False, lp, ls, following, max_lines)   # fresh (indented) line: a block
+    if _BLOCK_OPENER.search(lp) and not rest:
+        return Shape(True, _indent(lp), True, lp, ls, following, max_lines)  # after `:` / `{`: its body
+    return Shape(False, 0, False, lp, ls, following, 1)
+
+
+def _balance(line_prefix: str, text: str, line_suffix: str) -> str:
+    """Cut before a closer that matches nothing opened on this line when the suffix already starts with it."""
+    stack = [c for c in _open_brackets(line_prefix)]
+    quote = None
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "\"'`":
+            quote = ch
+        elif ch in _OPENERS:
+            stack.append(ch)
+        elif ch in _PAIRS:
+            if stack and stack[-1] == _PAIRS[ch]:
+                stack.pop()
+            elif line_suffix.lstrip().startswith(ch):
+                return text[:i]
+    return text
+
+
+def _open_brackets(s: str) -> list[str]:
+    stack: list[str] = []
+    quote = None
+    for ch in s:
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'`":
+            quote = ch
+        elif ch in _OPENERS:
+            stack.append(ch)
+        elif ch in _PAIRS and stack and stack[-1] == _PAIRS[ch]:
+            stack.pop()
+    return stack
+
+
+def _trim_suffix_overlap(text: str, line_suffix: str) -> str:
+    """Drop the end of `text` that the text after the cursor repeats (e.g. `a, b)` before `)`)."""
+    ls = line_suffix.rstrip()
+    for k in range(min(len(ls), len(text)), 0, -1):
+        if text.endswith(ls[:k]):
+            return text[: len(text) - k]
+    return text
+
+
+def is_repetitive(text: str) -> bool:
+    if not text.strip():
+        return True
+    m = _REPEAT_UNIT.search(text)
+    if m and len(m.group(0)) >= max(8, 0.5 * len(text.strip())):
+        return True
+    lines = [x.strip() for x in text.split("\n") if x.strip()]
+    return any(lines[i] == lines[i + 1] == lines[i + 2] for i in range(len(lines) - 2))
+
+
+def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
+    """(text to show now, final). Not final: more chunks may still change it (keep streaming)."""
+    if not sh.multiline:
+        nl = raw.find("\n")
+        line = raw if nl < 0 else raw[:nl]
+        final = finished or nl >= 0
+        text = _trim_suffix_overlap(_balance(sh.line_prefix, line, sh.line_suffix), sh.line_suffix).rstrip()
+        if is_repetitive(text):
+            return "", final or len(line) > 16
+        return text, final
+    lines = raw.split("\n")
+    complete = lines if finished else lines[:-1]
+    out: list[str] = []
+    final = finished
+    for i, line in enumerate(complete):
+        if i > 0 and line.strip():
+            ind = _indent(line)
+            if ind < sh.indent or (sh.strict and ind <= sh.indent) or line.strip() in sh.suffix_lines:
+                final = True                      # the block ended, or the suffix follows from here
+                break
+        out.append(line)
+        if sum(1 for x in out if x.strip()) >= sh.max_lines:
+            final = True
+            break
+    text = "\n".join(out).rstrip()
+    if not out and not finished:
+        return "", False
+    if is_repetitive(text):
+        return "", final or len(raw) > 64
+    if "\n" not in text:
+        text = _trim_suffix_overlap(_balance(sh.line_prefix, text, sh.line_suffix), sh.line_suffix)
+    return text, final

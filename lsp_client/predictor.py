@@ -1,0 +1,67 @@
+"""A cheap acceptance predictor: skip requests whose completion would likely be dismissed.
+
+Online logistic regression over a handful of features of the moment (last outcome and how long ago, the
+character before the cursor, position in the line, language), trained by the telemetry (accepted → 1,
+dismissed → 0). With probability `exploration` a request is made anyway, so the model keeps learning
+about the cases it would skip. Starts neutral (p = 0.5): nothing is skipped until it has learnt.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+_CLASSES = ("alpha", "digit", "space", "open", "close", "operator", "quote", "dot", "colon", "comma", "none")
+_LANGS = ("python", "javascript", "typescript", "other")
+
+
+def char_class(ch: str) -> str:
+    if not ch:
+        return "none"
+    if ch.isalpha() or ch == "_":
+        return "alpha"
+    if ch.isdigit():
+        return "digit"
+    if ch.isspace():
+        return "space"
+    return {"(": "open", "[": "open", "{": "open", ")": "close", "]": "close", "}": "close", "'": "quote",
+            '"': "quote", "`": "quote", ".": "dot", ":": "colon", ",": "comma"}.get(ch, "operator")
+
+
+def features(last_outcome: int | None, since_last_s: float, line_prefix: str, line_suffix: str,
+             language: str) -> list[float]:
+    """[bias, last accepted, last dismissed, recency, char class one-hot..., line start, mid-line, lang one-hot...]"""
+    before = line_prefix[-1:] if line_prefix else ""
+    cls = char_class(before) if line_prefix.strip() else "none"
+    lang = language if language in _LANGS else "other"
+    return [1.0, float(last_outcome == 1), float(last_outcome == 0), math.exp(-since_last_s / 10.0),
+            *[float(cls == c) for c in _CLASSES], float(not line_prefix.strip()), float(bool(line_suffix.strip())),
+            *[float(lang == x) for x in _LANGS]]
+
+
+@dataclass
+class AcceptancePredictor:
+    threshold: float = 0.2
+    exploration: float = 0.1
+    lr: float = 0.1
+    weights: list[float] = field(default_factory=lambda: [0.0] * (4 + len(_CLASSES) + 2 + len(_LANGS)))
+    updates: int = 0
+    skipped: int = 0
+    last_outcome: int | None = None
+    last_outcome_s: float = -1e9
+
+    def probability(self, x: list[float]) -> float:
+        z = sum(w * v for w, v in zip(self.weights, x))
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def should_request(self, x: list[float], rng=random.random) -> bool:
+        if self.probability(x) >= self.threshold or rng() < self.exploration:
+            return True
+        self.skipped += 1
+        return False
+
+    def learn(self, x: list[float], accepted: bool, now_s: float) -> None:
+        err = float(accepted) - self.probability(x)
+        self.weights = [w + self.lr * err * v for w, v in zip(self.weights, x)]
+        self.updates += 1
+        self.last_outcome, self.last_outcome_s = int(accepted), now_s

@@ -1,0 +1,29 @@
+"""The language server's latency report: every hop of recent requests (p50/p95 and share of the total),
+plus what the client-side intelligence saved. Shown by the editors' "latency report" command."""
+from __future__ import annotations
+
+COMPONENTS = [("queue", "queue_ms"), ("tokenize", "tokenize_ms"), ("prefill (engine TTFT)", "ttft_ms"),
+              ("first decode step", "first_decode_ms"), ("generation", "generate_ms"), ("network", "network_ms")]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else 0.0
+
+
+def latency_report(completer) -> str:
+    rows = [r for r in completer.stats.waterfalls if "server_total_ms" in r]
+    st = completer.stats
+    lines = ["| component | p50 ms | p95 ms | share |", "|---|---|---|---|"]
+    total = sum(sum(r.get(k, 0.0) for _, k in COMPONENTS) for r in rows) or 1.0
+    for name, key in COMPONENTS:
+        xs = [r.get(key, 0.0) for r in rows]
+        lines.append(f"| {name} | {_pct(xs, 50):.1f} | {_pct(xs, 95):.1f} | {100 * sum(xs) / total:.0f} % |")
+    first = [r["client_first_chunk_ms"] for r in rows if r.get("client_first_chunk_ms")]
+    lines.append(f"| **first chunk at the client** | {_pct(first, 50):.1f} | {_pct(first, 95):.1f} | |")
+    served = st.served_cache + st.served_inflight + st.served_network
+    lines += ["", f"{len(rows)} backend requests measured; editor requests {st.requests}, suggestions {served} "
+              f"(cache {st.served_cache}, in-flight reuse {st.served_inflight}, network {st.served_network}); "
+              f"skipped by the predictor {st.skipped_predictor}; cancelled {st.cancelled}; stopped early {st.stopped_early}; "
+              f"acceptance rate {completer.outcomes.acceptance_rate:.0%}"]
+    return "\n".join(lines)

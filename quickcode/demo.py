@@ -1,0 +1,180 @@
+"""`quickcode demo`: the whole stack on the embedded default, as a developer would meet it.
+
+Starts the backend (real vLLM on models/), starts the language server, opens a real source file the models
+never saw in training (a held-out standard-library module), types part of it keystroke by keystroke as
+VS Code would send it, accepts suggestions that match what comes next, and prints what was completed and
+how fast. The last line of output is one JSON object of headline figures.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parent.parent
+console = Console(stderr=True, width=130)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--url", default=None, help="use a running backend (ws://host:port/v1/ws) instead of starting one")
+    p.add_argument("--file", type=Path, default=None, help="source file to type (default: a held-out stdlib module)")
+    p.add_argument("--prefill-lines", type=int, default=40, help="lines already in the file when it is opened")
+    p.add_argument("--chars", type=int, default=700, help="characters to type")
+    p.add_argument("--style", choices=["vscode", "neovim"], default="vscode")
+    p.add_argument("--speed", type=float, default=1.5, help="typing speed multiple (1 ≈ 55 words/minute)")
+    p.add_argument("--seed", type=int, default=1)
+
+
+def heldout_file() -> Path:
+    """A standard-library module held out of the models' training (named in models/target/quickcode_train.json)."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    try:
+        mods = json.loads((REPO / "models" / "target" / "quickcode_train.json").read_text())["heldout_modules"]
+    except (OSError, KeyError, ValueError):
+        mods = []
+    for m in mods:
+        if m.startswith("stdlib:"):
+            name = m.split(":", 1)[1]
+            for cand in (stdlib / f"{name}.py", stdlib / name / "__init__.py"):
+                if cand.is_file() and cand.stat().st_size > 4000:
+                    return cand
+    return stdlib / "textwrap.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_backend(port: int, log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-m", "quickcode", "serve", "--port", str(port)], cwd=REPO,
+                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    t0 = time.monotonic()
+    with console.status("[bold]starting the backend (vLLM engine with the draft model)…") as status:
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"the backend exited ({proc.returncode}); see {log_path}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except Exception:
+                pass
+            status.update(f"[bold]starting the backend (vLLM engine with the draft model)… {time.monotonic() - t0:.0f} s")
+            time.sleep(0.5)
+    console.print(f"backend ready in {time.monotonic() - t0:.1f} s (log {log_path.relative_to(REPO)})")
+    return proc
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))], 1) if xs else float("nan")
+
+
+async def session(url: str, path: Path, args: argparse.Namespace) -> dict:
+    from quickcode.editor_sim import SimEditor, TypingModel, lsp_command
+
+    lines = path.read_text().splitlines(keepends=True)
+    start = "".join(lines[: args.prefill_lines])
+    target = "".join(lines[args.prefill_lines:])[: args.chars]
+    log = REPO / "artifacts" / "logs" / "demo-lsp.log"
+    ed = SimEditor(lsp_command(), env={"QUICKCODE_ENDPOINTS": url, "QUICKCODE_LSP_LOG": str(log)},
+                   style=args.style, seed=args.seed)
+    await ed.start()
+    ed.open(path.resolve().as_uri(), start)
+    for _ in range(100):          # the server connects to the backend after `initialized`
+        st = await ed.command("quickcode.status")
+        if getattr(st, "connected", False) or (isinstance(st, dict) and st.get("connected")):
+            break
+        await asyncio.sleep(0.1)
+    console.print(f"typing {len(target)} characters of [bold]{path.name}[/] after line {args.prefill_lines}, "
+                  f"as {args.style} would send them…")
+    shown_before = 0
+
+    def progress(i: int, n: int) -> None:
+        nonlocal shown_before
+        if i % 100 == 0:
+            console.print(f"  {i}/{n} characters typed")
+
+    res = await ed.type_text(target, TypingModel(speed=args.speed), progress=progress)
+    await asyncio.sleep(0.3)
+    stats = await ed.command("quickcode.stats")
+    stats = stats if isinstance(stats, dict) else _obj(stats)
+    await ed.stop()
+    return {"res": res, "stats": stats, "target": target}
+
+
+def _obj(o) -> dict:
+    if hasattr(o, "_asdict"):
+        return {k: _obj(v) for k, v in o._asdict().items()}
+    if isinstance(o, list):
+        return [_obj(x) for x in o]
+    return o
+
+
+def run(args: argparse.Namespace) -> int:
+    path = args.file or heldout_file()
+    proc = None
+    url = args.url
+    if url is None:
+        port = _free_port()
+        proc = start_backend(port, REPO / "artifacts" / "logs" / "demo-backend.log")
+        url = f"ws://127.0.0.1:{port}/v1/ws"
+    try:
+        out = asyncio.run(session(url, path, args))
+    finally:
+        if proc is not None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    res, stats = out["res"], out["stats"]
+    falls = [w for w in stats.get("waterfalls", []) if w.get("client_first_chunk_ms")]
+
+    table = Table(title="accepted completions (typed by quickcode instead of the developer)")
+    table.add_column("#", justify="right")
+    table.add_column("completion")
+    for n, text in enumerate(res.accepted_texts, 1):
+        table.add_row(str(n), repr(text)[:100])
+    console.print(table)
+
+    t2 = Table(title="backend requests: time to first chunk at the language server")
+    for col in ("id", "first chunk ms", "engine TTFT ms", "queue ms", "network ms", "prompt/cached tokens", "out tokens", "finish"):
+        t2.add_column(col)
+    for w in falls[-12:]:
+        t2.add_row(w["id"], f"{w['client_first_chunk_ms']:.1f}", f"{w.get('ttft_ms', 0):.1f}", f"{w.get('queue_ms', 0):.1f}",
+                   f"{w.get('network_ms', 0):.1f}", f"{w.get('prompt_tokens', 0)}/{w.get('cached_tokens', 0)}",
+                   str(w.get("output_tokens", "")), str(w.get("finish", w.get("lost", ""))))
+    console.print(t2)
+
+    first = [w["client_first_chunk_ms"] for w in falls]
+    headline = {
+        "file": path.name, "typed_chars": res.typed_chars, "keystrokes": res.keystrokes,
+        "editor_requests": res.requests, "backend_requests": stats.get("backend_requests"),
+        "suggestions_shown": res.shown, "accepted": res.accepted, "accepted_chars": res.accepted_chars,
+        "share_of_text_from_completions": round(res.accepted_chars / max(1, res.accepted_chars + res.typed_chars), 3),
+        "served_from_cache": stats.get("served_cache"), "served_inflight": stats.get("served_inflight"),
+        "first_chunk_ms_p50": _pct(first, 50), "first_chunk_ms_p95": _pct(first, 95),
+        "pause_to_ghost_ms_p50": _pct(res.pause_to_ghost_ms, 50), "pause_to_ghost_ms_p95": _pct(res.pause_to_ghost_ms, 95),
+        "file_matches_source": res.final_text.endswith(out["target"]),
+    }
+    console.print(f"\n[bold]{res.accepted} completions accepted[/], {res.accepted_chars} characters "
+                  f"({headline['share_of_text_from_completions']:.0%} of the text); first chunk p50 "
+                  f"{headline['first_chunk_ms_p50']} ms, p95 {headline['first_chunk_ms_p95']} ms")
+    print(json.dumps(headline), flush=True)
+    return 0

@@ -1,0 +1,270 @@
+"""A simulated developer in a simulated editor, driving the real `quickcode lsp` over stdio.
+
+It opens a document, types a real source file keystroke by keystroke with human-like timing (bursts within
+words, pauses at line ends and punctuation, occasional typos fixed with backspace), sends incremental
+didChange notifications, asks for inline completion the way VS Code does (every keystroke, cancelling the
+previous request) or the way Neovim does (200 ms after typing stops), and accepts a suggestion (its text
+inserted, its command executed) when it matches what the developer was about to type.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+from lsprotocol import types as T
+from pygls.lsp.client import LanguageClient
+
+
+@dataclass
+class TypingModel:
+    """Inter-key gaps in ms: lognormal bursts, longer after punctuation, pauses at line ends."""
+    key_ms: float = 110.0
+    pause_line_ms: float = 900.0
+    pause_punct_ms: float = 350.0
+    typo_rate: float = 0.02
+    accept_prob: float = 0.9          # chance to accept a correct suggestion
+    react_ms: float = 350.0           # reading the ghost text before pressing Tab
+    speed: float = 1.0                # >1 = faster (benchmarks compress time)
+
+    def gap_ms(self, rng: random.Random, prev: str) -> float:
+        if prev == "\n":
+            base = rng.lognormvariate(0, 0.5) * self.pause_line_ms
+        elif prev in "(:,.=[{":
+            base = rng.lognormvariate(0, 0.5) * self.pause_punct_ms
+        else:
+            base = rng.lognormvariate(0, 0.35) * self.key_ms
+        return base / self.speed
+
+
+@dataclass
+class Event:
+    t_ms: float
+    kind: str            # key | request | shown | accepted | pause
+    detail: dict = field(default_factory=dict)
+
+
+@dataclass
+class SessionResult:
+    keystrokes: int = 0
+    requests: int = 0
+    shown: int = 0
+    accepted: int = 0
+    accepted_chars: int = 0
+    typed_chars: int = 0
+    pauses: int = 0
+    pause_to_ghost_ms: list[float] = field(default_factory=list)   # for pauses where ghost text appeared
+    request_latency_ms: list[float] = field(default_factory=list)  # request → non-empty answer
+    events: list[Event] = field(default_factory=list)
+    accepted_texts: list[str] = field(default_factory=list)
+    final_text: str = ""
+
+
+class SimEditor:
+    def __init__(self, server_cmd: list[str], *, env: dict | None = None, style: str = "vscode",
+                 init_options: dict | None = None, seed: int = 0):
+        self.server_cmd = server_cmd
+        self.env = env
+        self.style = style
+        self.init_options = init_options or {}
+        self.client = LanguageClient("quickcode-sim", "1.0")
+        self.rng = random.Random(seed)
+        self.uri = ""
+        self.text = ""
+        self.version = 0
+        self.t0 = time.perf_counter()
+        self._msg_id = 10_000
+        self.status: dict = {}
+
+        @self.client.feature("$/quickcode/status")
+        def _status(params):
+            self.status = params
+
+    def now_ms(self) -> float:
+        return (time.perf_counter() - self.t0) * 1000
+
+    async def start(self) -> None:
+        env = {**os.environ, **(self.env or {})}
+        await self.client.start_io(*self.server_cmd, env=env)
+        caps = T.ClientCapabilities(
+            text_document=T.TextDocumentClientCapabilities(
+                synchronization=T.TextDocumentSyncClientCapabilities(),
+                inline_completion=T.InlineCompletionClientCapabilities(),
+                completion=T.CompletionClientCapabilities()),
+            workspace=T.WorkspaceClientCapabilities(configuration=True),
+            general=T.GeneralClientCapabilities(position_encodings=[T.PositionEncodingKind.Utf16]))
+        await self.client.initialize_async(T.InitializeParams(
+            capabilities=caps, process_id=os.getpid(), client_info=T.ClientInfo(name=f"sim-{self.style}", version="1"),
+            initialization_options=self.init_options))
+        self.client.initialized(T.InitializedParams())
+
+    async def stop(self) -> None:
+        try:
+            await asyncio.wait_for(self.client.shutdown_async(None), 5)
+            self.client.exit(None)
+        except Exception:  # the server may already be gone (fault tests); stopping must not fail the caller
+            pass
+        await self.client.stop()
+
+    def open(self, uri: str, text: str, language: str = "python") -> None:
+        self.uri, self.text, self.version = uri, text, 1
+        self.client.text_document_did_open(T.DidOpenTextDocumentParams(
+            T.TextDocumentItem(uri=uri, language_id=language, version=1, text=text)))
+
+    # ── editing (cursor is always at the end of `self.text` in these sessions)
+    def _pos(self, offset: int) -> T.Position:
+        before = self.text[:offset]
+        line = before.count("\n")
+        col = len(before) - (before.rfind("\n") + 1)
+        col16 = len(before[len(before) - col:].encode("utf-16-le")) // 2
+        return T.Position(line=line, character=col16)
+
+    def insert(self, s: str) -> None:
+        pos = self._pos(len(self.text))
+        self.text += s
+        self.version += 1
+        self.client.text_document_did_change(T.DidChangeTextDocumentParams(
+            text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+            content_changes=[T.TextDocumentContentChangePartial(range=T.Range(pos, pos), text=s)]))
+
+    def backspace(self) -> None:
+        end = self._pos(len(self.text))
+        start = self._pos(len(self.text) - 1)
+        self.text = self.text[:-1]
+        self.version += 1
+        self.client.text_document_did_change(T.DidChangeTextDocumentParams(
+            text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+            content_changes=[T.TextDocumentContentChangePartial(range=T.Range(start, end), text="")]))
+
+    def ask(self, invoked: bool = False) -> tuple[int, asyncio.Future]:
+        """Send textDocument/inlineCompletion with a known id (so that it can be cancelled like an editor does)."""
+        params = T.InlineCompletionParams(
+            text_document=T.TextDocumentIdentifier(uri=self.uri), position=self._pos(len(self.text)),
+            context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Invoked if invoked
+                                              else T.InlineCompletionTriggerKind.Automatic))
+        self._msg_id += 1
+        fut = self.client.protocol.send_request_async(T.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=self._msg_id)
+        return self._msg_id, asyncio.ensure_future(fut)
+
+    def cancel(self, msg_id: int) -> None:
+        self.client.cancel_request(T.CancelParams(id=msg_id))   # $/cancelRequest; the server answers -32800
+
+    async def command(self, name: str, *args):
+        return await self.client.workspace_execute_command_async(T.ExecuteCommandParams(command=name, arguments=list(args)))
+
+    # ── a typing session
+    async def type_text(self, target: str, model: TypingModel, *, progress=None) -> SessionResult:
+        """Type `target` at the end of the document; accept suggestions that match what comes next."""
+        res = SessionResult()
+        pending: tuple[int, asyncio.Future] | None = None
+        shown: dict | None = None                 # {"text", "item", "version", "t_ms"}
+        appeared = asyncio.Event()
+
+        def on_answer(task: asyncio.Task, version: int, t_req: float) -> None:
+            nonlocal shown
+            if task.cancelled() or task.exception() is not None:
+                return
+            result = task.result()
+            items = result.items if isinstance(result, T.InlineCompletionList) else (result or [])
+            if items and version == self.version and items[0].insert_text:
+                item = items[0]
+                t = self.now_ms()
+                text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
+                shown = {"text": text, "item": item, "version": version, "t_ms": t}
+                res.shown += 1
+                res.request_latency_ms.append(t - t_req)
+                res.events.append(Event(t, "shown", {"text": text[:80]}))
+                appeared.set()
+
+        def request() -> None:
+            nonlocal pending
+            if pending is not None and not pending[1].done():
+                self.cancel(pending[0])           # VS Code cancels the previous request ($/cancelRequest)
+            res.requests += 1
+            t_req = self.now_ms()
+            pending = self.ask()
+            pending[1].add_done_callback(lambda t, v=self.version, tr=t_req: on_answer(t, v, tr))
+
+        async def accept() -> str:
+            nonlocal shown
+            text, cmd = shown["text"], shown["item"].command
+            self.insert(text)
+            if cmd is not None:
+                await self.command(cmd.command, *(cmd.arguments or []))
+            res.accepted += 1
+            res.accepted_chars += len(text)
+            res.accepted_texts.append(text)
+            res.events.append(Event(self.now_ms(), "accepted", {"text": text[:80]}))
+            shown = None
+            return text
+
+        def type_key(ch: str) -> None:
+            nonlocal shown
+            self.insert(ch)
+            res.keystrokes += 1
+            shown = None
+            if self.style == "vscode":
+                request()
+
+        i = 0
+        last_key_ms = self.now_ms()
+        while i < len(target):
+            gap_ms = model.gap_ms(self.rng, target[i - 1] if i else "\n")
+            is_pause = gap_ms > 300
+            res.pauses += is_pause
+            asked = self.style != "neovim"
+            accepted_text = None
+            # the developer pauses for gap_ms; a suggestion may appear meanwhile, and is taken if right
+            while (left_ms := last_key_ms + gap_ms - self.now_ms()) > 0:
+                if not asked and self.now_ms() - last_key_ms >= 200:
+                    request()                     # Neovim asks 200 ms after typing stops
+                    asked = True
+                wait_ms = left_ms if asked else min(left_ms, last_key_ms + 200 - self.now_ms())
+                appeared.clear()
+                if shown is None:
+                    try:
+                        await asyncio.wait_for(appeared.wait(), max(0.001, wait_ms / 1000))
+                    except asyncio.TimeoutError:
+                        continue
+                if shown is not None and shown["version"] == self.version:
+                    if is_pause:
+                        res.pause_to_ghost_ms.append(shown["t_ms"] - last_key_ms)
+                    if target[i:].startswith(shown["text"]) and self.rng.random() < model.accept_prob:
+                        await asyncio.sleep(model.react_ms / model.speed / 1000)
+                        if shown is not None and shown["version"] == self.version:
+                            accepted_text = await accept()
+                        break
+                    await asyncio.sleep(max(0.0, last_key_ms + gap_ms - self.now_ms()) / 1000)
+                    break
+            if accepted_text is not None:
+                i += len(accepted_text)
+                last_key_ms = self.now_ms()
+                if self.style == "vscode":
+                    request()                     # VS Code asks again right after an accept
+                continue
+            ch = target[i]
+            if self.rng.random() < model.typo_rate and ch.isalpha():
+                type_key(chr(ord("a") + self.rng.randrange(26)))
+                await asyncio.sleep(model.gap_ms(self.rng, "x") / 1000)
+                self.backspace()
+                res.keystrokes += 1
+                if self.style == "vscode":
+                    request()
+                await asyncio.sleep(model.gap_ms(self.rng, "x") / 1000)
+            type_key(ch)
+            res.typed_chars += 1
+            last_key_ms = self.now_ms()
+            i += 1
+            if progress:
+                progress(i, len(target))
+        if pending is not None and not pending[1].done():
+            await asyncio.wait([pending[1]], timeout=3)
+        res.final_text = self.text
+        return res
+
+
+def lsp_command() -> list[str]:
+    return [sys.executable, "-m", "quickcode", "lsp"]
