@@ -17,8 +17,9 @@ Invariants (checked by tests/test_scheduler.py with virtual time):
      with an empty completion (`shed`), at admission or later while it waits: the queue never grows past
      what can be served within the budget. The prediction simulates the slots: running requests free
      theirs after their expected remaining tokens, queued ones take the earliest free slot in start order,
-     and prefills run one after another (the engine's compute is shared). A request that gets a slot at
-     once is never shed at admission (an idle engine serves even a prompt slower than the budget).
+     and prefills run one after another (the engine's compute is shared). A request whose prefill would
+     begin at once (a free slot, no prefill under way) is never shed: an idle engine serves even a prompt
+     slower than the budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
 In `fifo` mode (the baseline) none of this applies: every request starts at once, in arrival order.
 """
@@ -133,7 +134,7 @@ class Scheduler:
         """Predicted first-token time of every queued job, simulating the slots in start order (normals in
         arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it. A late job is
         left out of the simulation (it will be shed), so its load does not count for the jobs behind it. A
-        normal job that gets a slot at once is never late: an idle engine serves even a slow prompt."""
+        normal job whose prefill begins at once is never late: an idle engine serves even a slow prompt."""
         r = self.rates
         frees: list[float] = []          # when each slot frees up
         prefill_free = now               # when the engine is done with the prefills already under way
@@ -152,10 +153,10 @@ class Scheduler:
         late: list[Job] = []
         order = [j for j in self.queue.values() if not j.prefetch] + [j for j in self.queue.values() if j.prefetch]
         for j in order:
-            start = frees[0]
-            first = max(start, prefill_free) + j.prompt_tokens / r.prefill_tok_s
+            begin = max(frees[0], prefill_free)
+            first = begin + j.prompt_tokens / r.prefill_tok_s
             firsts[j.key] = first
-            if budget_s is not None and first - j.arrival_s > budget_s and (j.prefetch or start > now):
+            if budget_s is not None and first - j.arrival_s > budget_s and (j.prefetch or begin > now):
                 late.append(j)
                 continue
             prefill_free = first

@@ -115,6 +115,14 @@ def test_a_request_that_gets_a_slot_at_once_is_never_shed_at_admission():
     assert starts(acts) == ["huge"] and ends(acts) == {}
 
 
+def test_a_free_slot_does_not_save_a_request_stuck_behind_running_prefills():
+    s = sched(max_running=4, ttft_budget_s=0.2)
+    assert starts(s.submit(job("a", prompt_tokens=1500, key="a"), 0.0)) == ["a"]   # 0.15 s of prefill
+    acts = s.submit(job("b", prompt_tokens=1500, key="b"), 0.0)                     # would get its first at 0.3 s
+    assert ends(acts) == {"b": (Reason.SHED, False)} and starts(acts) == []
+    assert starts(s.submit(job("c", prompt_tokens=400, key="c"), 0.0)) == ["c"]     # 0.15 + 0.04: fits
+
+
 def test_tick_sheds_a_queued_request_once_the_wait_has_used_up_the_budget():
     s = sched(max_running=1)
     s.submit(job("a", prompt_tokens=100, key="r"), 0.0)
