@@ -106,7 +106,8 @@ def engine_args(s: Settings):
         dtype=s.dtype, max_model_len=s.max_model_len, block_size=s.block_size,
         enable_prefix_caching=s.enable_prefix_caching, enforce_eager=s.enforce_eager,
         gpu_memory_utilization=s.gpu_memory_utilization, tensor_parallel_size=s.tensor_parallel_size,
-        data_parallel_size=s.data_parallel_size, max_num_seqs=s.max_num_seqs,
+        data_parallel_size=s.data_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
+        distributed_executor_backend=s.distributed_executor_backend, max_num_seqs=s.max_num_seqs,
         speculative_config=spec, scheduling_policy="priority", disable_log_stats=not s.engine_log_stats,
         per_request_spec_decode_metrics="summary" if spec else "none", seed=0,
     )

@@ -43,8 +43,10 @@ class Settings(BaseSettings):
     kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
     gpu_memory_utilization: float = 0.90
     enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
-    tensor_parallel_size: int = 1
-    data_parallel_size: int = 1
+    tensor_parallel_size: int = 1         # GPUs one model copy is split over (within a node; docs/operators.md)
+    pipeline_parallel_size: int = 1       # layer stages, usually one per node (multi-node: with Ray)
+    data_parallel_size: int = 1           # model copies inside this one engine (vLLM balances between them)
+    distributed_executor_backend: Literal["mp", "ray"] | None = None   # None: vLLM picks (mp on one node)
     max_num_seqs: int = 32
     preload_iomp: bool = True             # LD_PRELOAD Intel OpenMP for the engine (vLLM: spec decode on CPU)
     engine_log_stats: bool = True
