@@ -162,6 +162,8 @@ def test_http_endpoints_need_the_token(secure: Secure):
         assert r.json()["error"]["code"] == "unauthorized" and r.json()["error"]["type"] == "authentication_error"
         r = http.post(f"{url}/v1/completions", json=body, headers={"Authorization": "Bearer qc_wrong"})
         assert r.status_code == 401
+        r = http.post(f"{url}/v1/completions", json={"prompt": 5, "n": 3})   # a bad body: still 401 first
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
         r = http.post(f"{url}/v1/completions", json=body, headers={"Authorization": f"Bearer {secure.tokens['openai']}"})
         assert r.status_code == 200 and r.json()["object"] == "text_completion"
 

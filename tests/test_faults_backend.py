@@ -1,0 +1,222 @@
+"""Backend fault tolerance on real backends (each test owns one; the session's backend is never touched):
+
+  * the vLLM EngineCore process is killed → /readyz (and /healthz) turn red with a reason, the running
+    WebSocket and SSE requests end with a typed `engine_unavailable`, new ones are refused at once with it,
+    and the engine's processes do not outlive it;
+  * SIGTERM with a request running → the drain: it ends with a `done`, new requests get `shutting_down`,
+    new connections and then every session are closed with 1001, the process exits within the deadline;
+  * kill -9 of the backend mid-stream → the raw WebSocket client sees the connection drop at once.
+
+The measured times are printed and written to artifacts/fault-figures.json (they go in the closing note).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import signal
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from conftest import ARTIFACTS, RunningBackend, start_backend, stop_backend
+from ws_helpers import complete, http_get, open_session, read_until_terminal, recv
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+DRAIN_S = 2.0
+LONG = {"prefix": "import os\nimport sys\n\n", "max_tokens": 256}
+FIGURES: dict[str, float] = {}
+
+
+def record(name: str, seconds: float) -> None:
+    FIGURES[name] = round(seconds * 1000, 1)
+    print(f"\n[fault figure] {name}: {seconds * 1000:.1f} ms")
+    path = ARTIFACTS / "fault-figures.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**old, **FIGURES}, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def backends():
+    """Three throw-away backends, started in parallel (engine start-up dominates)."""
+    specs = {"engine_kill": [], "drain": [f"shutdown_drain_s={DRAIN_S}"], "kill9": []}
+    with concurrent.futures.ThreadPoolExecutor(len(specs)) as pool:
+        futs = {name: pool.submit(start_backend, ARTIFACTS / "logs" / f"backend-fault-{name}.log", "spec_method=off",
+                                  f"replica_id={name}", *extra) for name, extra in specs.items()}
+        started = {name: f.result() for name, f in futs.items()}
+    yield started
+    for b in started.values():
+        stop_backend(b)
+        _kill_tree_leftovers(b)
+
+
+def _engine_processes(b: RunningBackend) -> list[psutil.Process]:
+    return [p for p in psutil.Process(b.proc.pid).children(recursive=True) if p.name().startswith("VLLM::")]
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _kill_tree_leftovers(b: RunningBackend) -> None:
+    try:
+        os.killpg(b.proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_first_chunk(ws, rid: str) -> dict:
+    m = recv(ws, 60)
+    assert m["id"] == rid and m["kind"] == "chunk", m
+    return m
+
+
+def test_engine_death_turns_readyz_red_and_every_request_gets_a_typed_error(backends):
+    b = backends["engine_kill"]
+    assert http_get(f"{b.http_url}/readyz")[0] == 200
+    engine_procs = _engine_processes(b)
+    core = next(p for p in engine_procs if p.name() == "VLLM::EngineCore")
+
+    ws, _ = open_session(b.ws_url)
+    idle, _ = open_session(b.ws_url)
+    ws.send(json.dumps({"kind": "complete", "id": "running", **LONG}))
+    _wait_first_chunk(ws, "running")
+    # an SSE stream of the OpenAI endpoint, running at the same time
+    http = httpx.Client(timeout=30)
+    sse_lines: list[str] = []
+    sse_started = threading.Event()
+
+    def read_sse():
+        with http.stream("POST", f"{b.http_url}/v1/completions", json={"prompt": "class A:\n", "max_tokens": 256,
+                                                                       "stream": True}) as r:
+            for line in r.iter_lines():
+                if line:
+                    sse_lines.append(line)
+                    sse_started.set()
+    sse = threading.Thread(target=read_sse, daemon=True)
+    sse.start()
+    assert sse_started.wait(30)
+
+    t_kill = time.perf_counter()
+    core.kill()
+    res = read_until_terminal(ws, "running", t_kill, timeout_s=10)
+    record("engine_kill_running_request_error", res.elapsed_s)
+    assert res.kind == "error" and res.code == "engine_unavailable", res.terminal
+
+    red = None
+    while time.perf_counter() - t_kill < 10:
+        status, body = http_get(f"{b.http_url}/readyz")
+        if status == 503:
+            red = time.perf_counter() - t_kill
+            break
+        time.sleep(0.005)
+    assert red is not None, "/readyz never turned red"
+    record("engine_kill_readyz_red", red)
+    assert json.loads(body) == {"ready": False, "reason": "engine core died"}
+    status, body = http_get(f"{b.http_url}/healthz")   # liveness fails too: restart the pod
+    assert status == 503 and json.loads(body)["status"] == "engine_dead"
+
+    sse.join(10)
+    assert not sse.is_alive(), "the SSE stream hangs after the engine died"
+    events = [line.removeprefix("data: ") for line in sse_lines]
+    assert events[-1] == "[DONE]" and json.loads(events[-2])["error"]["code"] == "engine_unavailable", events[-3:]
+
+    t0 = time.perf_counter()
+    r = complete(idle, "new", max_tokens=4, timeout_s=5)
+    record("engine_dead_new_request_error", r.elapsed_s)
+    assert r.kind == "error" and r.code == "engine_unavailable" and r.terminal["id"] == "new"
+    r = complete(ws, "again", max_tokens=4, timeout_s=5)
+    assert r.kind == "error" and r.code == "engine_unavailable"
+    resp = http.post(f"{b.http_url}/v1/completions", json={"prompt": "x", "max_tokens": 2})
+    assert resp.status_code == 503 and resp.json()["error"]["code"] == "engine_unavailable"
+    ws3, welcome = open_session(b.ws_url)                    # sessions still open: the client hears why
+    assert complete(ws3, "x", max_tokens=1, timeout_s=5).code == "engine_unavailable"
+    for c in (ws, idle, ws3):
+        c.close()
+    http.close()
+
+    # nothing leaks: every engine process (the core's workers too) is gone
+    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t0 < 20:
+        time.sleep(0.05)
+    left = [p for p in engine_procs if _alive(p)]
+    record("engine_kill_processes_gone", time.perf_counter() - t_kill)
+    assert not left, f"engine processes outlived the engine: {left}"
+    assert b.proc.poll() is None, "the backend process itself stays up (and says why on /readyz)"
+
+
+def test_sigterm_drains_running_requests_then_closes_sessions_1001(backends):
+    b = backends["drain"]
+    a, _ = open_session(b.ws_url)
+    other, _ = open_session(b.ws_url)
+    a.send(json.dumps({"kind": "complete", "id": "long", **LONG}))
+    _wait_first_chunk(a, "long")
+    short_t0 = time.perf_counter()
+    other.send(json.dumps({"kind": "complete", "id": "short", "prefix": "def f(x):\n", "max_tokens": 24}))
+
+    t_term = time.perf_counter()
+    os.kill(b.proc.pid, signal.SIGTERM)   # the main process only, as Kubernetes does (the engine is its child)
+
+    # readiness drops (the load balancer stops sending), new requests are refused with shutting_down
+    while http_get(f"{b.http_url}/readyz")[0] != 503:
+        assert time.perf_counter() - t_term < 5
+        time.sleep(0.01)
+    record("drain_readyz_red", time.perf_counter() - t_term)
+    assert json.loads(http_get(f"{b.http_url}/readyz")[1])["reason"] == "draining"
+    r_short = read_until_terminal(other, "short", short_t0, timeout_s=30)
+    assert r_short.kind == "done" and r_short.finish_reason in ("length", "stop"), r_short.terminal
+    r = complete(other, "late", max_tokens=2, timeout_s=5)
+    assert r.kind == "error" and r.code == "shutting_down", r.terminal
+    with pytest.raises(ConnectionClosed) as ei:
+        open_session(b.ws_url, timeout_s=5)
+    assert ei.value.rcvd is not None and ei.value.rcvd.code == 1001
+
+    # the running request ends with a done: finished, or cut at the drain deadline
+    r_long = read_until_terminal(a, "long", timeout_s=DRAIN_S + 10)
+    assert r_long.kind == "done" and r_long.finish_reason in ("length", "stop", "cancelled"), r_long.terminal
+    print(f"\n[drain] long request ended {r_long.finish_reason} after {r_long.elapsed_s * 1000:.0f} ms "
+          f"({r_long.chunks} more chunks); drain deadline {DRAIN_S} s")
+    for ws in (a, other):
+        with pytest.raises(ConnectionClosed) as ei:
+            ws.recv(timeout=DRAIN_S + 10)
+        assert ei.value.rcvd is not None and ei.value.rcvd.code == 1001 and "shutting down" in ei.value.rcvd.reason
+    record("drain_sessions_closed", time.perf_counter() - t_term)
+
+    b.proc.wait(DRAIN_S + 20)
+    exit_s = time.perf_counter() - t_term
+    record("drain_process_exit", exit_s)
+    assert b.proc.returncode == 0, b.log_tail()
+    assert exit_s < DRAIN_S + 10, f"exit took {exit_s:.1f} s for a {DRAIN_S} s drain"
+
+
+def test_kill_9_mid_stream_drops_the_connection_promptly(backends):
+    b = backends["kill9"]
+    ws, _ = open_session(b.ws_url)
+    engine_procs = _engine_processes(b)
+    ws.send(json.dumps({"kind": "complete", "id": "s", **LONG}))
+    _wait_first_chunk(ws, "s")
+    t_kill = time.perf_counter()
+    os.kill(b.proc.pid, signal.SIGKILL)
+    chunks = 0
+    with pytest.raises((ConnectionClosed, ConnectionError, OSError)):
+        while True:
+            m = recv(ws, 10)           # the chunks already in the socket, then the drop
+            chunks += 1
+            assert m["kind"] == "chunk", m
+    drop_s = time.perf_counter() - t_kill
+    record("kill9_client_sees_drop", drop_s)
+    assert drop_s < 2.0
+    # the engine processes notice their parent died and exit by themselves (an orphaned engine holds the GPU)
+    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t_kill < 30:
+        time.sleep(0.1)
+    left = [p for p in engine_procs if _alive(p)]
+    record("kill9_engine_processes_gone", time.perf_counter() - t_kill)
+    assert not left, f"engine processes outlived a kill -9 of the backend: {left}"
