@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import resource
 
 import uvicorn
 
@@ -38,6 +39,8 @@ def run(settings: Settings) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # one socket per WebSocket session (max_sessions)
     from backend.app import create_app
 
     app = create_app(settings)
