@@ -5,6 +5,7 @@ Engine-wide speculative-decoding and prefix-cache figures are read from EngineSt
 from __future__ import annotations
 
 import asyncio
+import time
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -31,8 +32,12 @@ SHOWN_CHARS = Counter("quickcode_shown_chars_total", "Characters of completions 
 ACCEPTED_CHARS = Counter("quickcode_accepted_chars_total", "Characters of completions accepted (full or partial)")
 READY = Gauge("quickcode_engine_ready", "1 when the engine serves requests")
 LIVE = Gauge("quickcode_live_requests", "Requests accepted and not yet ended (queued or running)")
+_LAG_BUCKETS_S = (.0005, .001, .002, .003, .005, .0075, .01, .015, .02, .05, .1, .25, .5, 1)
 LOOP_LAG = Histogram("quickcode_event_loop_lag_seconds", "How late the event loop wakes a 10 ms sleep",
-                     buckets=(.0005, .001, .002, .003, .005, .0075, .01, .015, .02, .05, .1, .25, .5, 1))
+                     buckets=_LAG_BUCKETS_S)
+LOOP_LAG_CPU = Histogram("quickcode_event_loop_lag_cpu_seconds",
+                         "The part of that lag the loop's thread spent on the CPU (its own work, not waiting for a "
+                         "core the OS gave to another process)", buckets=_LAG_BUCKETS_S)
 for _reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
     REQUESTS.labels(_reason)   # every finish reason is exported from the start, at 0
 
@@ -41,9 +46,11 @@ async def probe_loop_lag(interval_s: float = 0.01) -> None:
     """Sleep `interval_s` forever and record how late each wake-up is: the event loop's responsiveness."""
     loop = asyncio.get_running_loop()
     while True:
-        t0 = loop.time()
+        t0, cpu0 = loop.time(), time.thread_time()
         await asyncio.sleep(interval_s)
-        LOOP_LAG.observe(max(0.0, loop.time() - t0 - interval_s))
+        lag_s = max(0.0, loop.time() - t0 - interval_s)
+        LOOP_LAG.observe(lag_s)
+        LOOP_LAG_CPU.observe(min(lag_s, time.thread_time() - cpu0))
 
 
 class EngineCollector:
