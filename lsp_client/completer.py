@@ -252,6 +252,10 @@ class Completer:
             async for text in stream.frames():
                 flight.streamed += text
                 self._notify(flight)
+                doc = self.docs.get(flight.uri)
+                if self.cfg.cancel_stale and (doc is None or not still_fits(flight, doc.text)):
+                    self._cancel(flight)          # what arrived contradicts what the user typed meanwhile
+                    break
                 if flight.listeners == 0 and self._enough(flight):
                     self._stop_early(flight)
                     break

@@ -128,6 +128,9 @@ def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
         if sum(1 for x in out if x.strip()) >= sh.max_lines:
             final = True
             break
+    if not final and not finished and len(lines) > 1 and lines[-1].strip():
+        ind = _indent(lines[-1])            # a partial line already shows its indentation
+        final = ind < sh.indent or (sh.strict and ind <= sh.indent)
     text = "\n".join(out).rstrip()
     if not out and not finished:
         return "", False

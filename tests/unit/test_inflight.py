@@ -1,0 +1,48 @@
+"""In-flight reuse: which running request a new position can be served from."""
+from lsp_client.inflight import Fit, Flight, Inflight
+
+
+def flight(prefix="x = ", streamed="", finished=False, head="\n"):
+    return Flight("r1", "file:///a.py", prefix, head, streamed=streamed, finished=finished)
+
+
+def test_typing_what_is_being_generated_reuses_the_request():
+    f = flight(streamed="foo(1)")
+    assert f.fit("x = fo", "\n") is Fit.REUSABLE
+    assert f.fit("x = foo(1)", "\n") is Fit.REUSABLE
+
+
+def test_typing_ahead_of_the_stream_waits_for_it():
+    f = flight(streamed="fo")
+    assert f.fit("x = foo(", "\n") is Fit.PENDING
+    assert flight(streamed="fo", finished=True).fit("x = foo(", "\n") is Fit.STALE
+
+
+def test_typing_something_else_or_moving_away_is_stale():
+    f = flight(streamed="foo(1)")
+    assert f.fit("x = fa", "\n") is Fit.STALE
+    assert f.fit("y = ", "\n") is Fit.STALE
+    assert f.fit("x = ", ")\n") is Fit.STALE       # the text after the cursor changed
+    assert f.fit("x", "\n") is Fit.STALE            # deleted back past where it was asked
+
+
+def test_same_position_before_any_text_waits():
+    assert flight().fit("x = ", "\n") is Fit.PENDING
+
+
+def test_at_most_n_per_document_the_oldest_give_way():
+    inf = Inflight(max_per_doc=2)
+    a, b, c = (Flight(r, "u", "p", "") for r in "abc")
+    assert inf.add(a) == [] and inf.add(b) == []
+    assert inf.add(c) == [a]
+    assert [f.rid for f in inf.for_uri("u")] == ["b", "c"]
+
+
+def test_best_prefers_the_newest_fitting_flight_and_lists_the_stale():
+    inf = Inflight(max_per_doc=3)
+    old = Flight("old", "u", "x = ", "", streamed="bar")
+    new = Flight("new", "u", "x = f", "", streamed="oo")
+    inf.add(old)
+    inf.add(new)
+    chosen, stale = inf.best("u", "x = fo", "")
+    assert chosen is new and stale == [old]

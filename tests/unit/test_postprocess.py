@@ -1,0 +1,65 @@
+"""Post-processing: what the editor shows for a raw model stream, read like the editor (║ = cursor)."""
+import pytest
+
+from lsp_client import postprocess as pp
+from tests.cursor import at
+
+
+def show(fixture: str, raw: str, finished: bool = True) -> tuple[str, bool]:
+    _, _, ctx = at(fixture)
+    return pp.cut(raw, pp.shape(ctx), finished)
+
+
+@pytest.mark.parametrize("fixture, raw, expected", [
+    # mid-line: one line, and the part the suffix repeats is trimmed
+    ("print(║)\n", "x, y)\nfoo()", "x, y"),
+    ("x = compute(a, ║)\n", "b, c)\n", "b, c"),
+    ("if a ║:\n    pass\n", "and b:\n", "and b"),
+    # end of an ordinary line: one line
+    ("import ║\n", "os\nimport sys\n", "os"),
+    ("total = ║", "sum(values)\nreturn total", "sum(values)"),
+    # after a block opener: the body, until the indentation returns
+    ("def add(a, b):║\n", "\n    return a + b\n\ndef sub(a, b):\n", "\n    return a + b"),
+    ("def add(a, b):\n    ║", "c = a + b\n    return c\n\nprint(add(1, 2))", "c = a + b\n    return c"),
+    ("for x in xs:\n    ║\nprint(done)\n", "total += x\n    count += 1\nprint(done)", "total += x\n    count += 1"),
+    # a closing bracket the suffix already has is not repeated
+    ("foo(bar(║))\n", "1, 2))\n", "1, 2"),
+])
+def test_shown_text(fixture, raw, expected):
+    assert show(fixture, raw)[0] == expected
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\n\n", "))))))))))", "self.self.self.self.self.self.", "abab" * 10])
+def test_empty_whitespace_and_repetitive_completions_are_dropped(raw):
+    assert show("x = ║", raw)[0] == ""
+
+
+def test_repeated_lines_are_dropped():
+    assert show("def f():\n    ║", "x = 1\n    x = 1\n    x = 1\n    x = 1\n")[0] == ""
+
+
+def test_single_line_is_final_once_the_line_ends_so_the_stream_can_stop():
+    assert show("x = ║", "foo(", finished=False) == ("foo(", False)
+    assert show("x = ║", "foo(1)\nbar", finished=False) == ("foo(1)", True)
+
+
+def test_block_is_final_when_indentation_returns():
+    text, final = show("def f():\n    ║", "a = 1\n    b = 2\nc", finished=False)
+    assert (text, final) == ("a = 1\n    b = 2", True)
+    text, final = show("def f():\n    ║", "a = 1\n    b = ", finished=False)
+    assert (text, final) == ("a = 1", False)
+
+
+def test_block_stops_where_the_suffix_continues():
+    fixture = "def f(x):\n    ║\n    return y\n"
+    assert show(fixture, "y = x * 2\n    return y\n")[0] == "y = x * 2"
+
+
+def test_block_is_capped_at_max_lines():
+    _, _, ctx = at("def f():\n    ║")
+    sh = pp.shape(ctx, max_lines=2)
+    assert pp.cut("a = 1\n    b = 2\n    c = 3\n", sh, False) == ("a = 1\n    b = 2", True)
+
+
+def test_brackets_inside_strings_do_not_count():
+    assert show("x = f(║)\n", "')', 2)\n")[0] == "')', 2"

@@ -1,0 +1,60 @@
+"""Acceptance predictor, endpoint choice and the client settings: pure logic."""
+import random
+
+from lsp_client.config import ClientConfig
+from lsp_client.endpoints import EndpointChooser
+from lsp_client.predictor import AcceptancePredictor, features
+
+
+def test_predictor_starts_neutral_and_learns_to_skip_what_is_always_dismissed():
+    p = AcceptancePredictor(threshold=0.3, exploration=0.0)
+    bad = features(None, 100.0, "x = foo(a, b", ") + 1", "python")      # mid-line, after a letter
+    good = features(None, 100.0, "def f(x):", "", "python")            # after a block opener
+    assert p.should_request(bad) and p.should_request(good)
+    for t in range(300):
+        p.learn(bad, False, t)
+        p.learn(good, True, t)
+    assert p.probability(good) > 0.6 > 0.3 > p.probability(bad)
+    assert not p.should_request(bad) and p.should_request(good)
+    assert p.skipped == 1
+
+
+def test_predictor_explores():
+    p = AcceptancePredictor(threshold=0.99, exploration=0.2)
+    x = features(None, 1.0, "x", "", "python")
+    rng = random.Random(0)
+    asked = sum(p.should_request(x, rng.random) for _ in range(1000))
+    assert 150 < asked < 250
+
+
+def test_nearest_healthy_endpoint_failover_and_failback():
+    c = EndpointChooser(["ws://far", "ws://near", "ws://mid"])
+    c.record_rtt("ws://far", 80)
+    c.record_rtt("ws://near", 5)
+    c.record_rtt("ws://mid", 30)
+    assert c.best(0) == "ws://near"
+    c.record_failure("ws://near", now_s=10)
+    assert c.best(10.1) == "ws://mid"               # failover
+    assert c.best(11) == "ws://near"                # cooled down (0.5 s after one failure)
+    c.record_rtt("ws://near", 5)
+    assert c.better_than("ws://mid", 11) == "ws://near"   # failback: clearly nearer
+    assert c.better_than("ws://near", 11) is None
+
+
+def test_unmeasured_endpoints_come_after_measured_ones_and_all_down_picks_the_soonest_back():
+    c = EndpointChooser(["ws://a", "ws://b"])
+    c.record_rtt("ws://b", 50)
+    assert c.best(0) == "ws://b"
+    c.record_failure("ws://a", 0)
+    c.record_failure("ws://b", 0)
+    c.record_failure("ws://b", 0)
+    assert c.best(0.1) == "ws://a"
+
+
+def test_settings_accept_camel_case_and_refuse_wrong_types():
+    cfg = ClientConfig()
+    ignored = cfg.update({"quickcode": {"debounceMs": 75, "maxTokens": 32, "endpoints": "ws://x/v1/ws",
+                                        "languages": {"markdown": False}, "enabled": "yes", "nope": 1}})
+    assert cfg.debounce_ms == 75.0 and cfg.max_tokens == 32 and cfg.endpoints == ["ws://x/v1/ws"]
+    assert not cfg.language_enabled("markdown") and cfg.language_enabled("python")
+    assert cfg.enabled is True and set(ignored) == {"enabled", "nope"}
