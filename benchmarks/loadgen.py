@@ -159,10 +159,10 @@ class Session:
                         fut.set_result(out)
         except websockets.ConnectionClosed:
             pass
-        finally:
-            for f in self._done.values():
+        finally:   # the session is gone: whatever had not ended stays unfinished (t_end None)
+            for rid, f in self._done.items():
                 if not f.done():
-                    f.set_exception(ConnectionError("session closed"))
+                    f.set_result(self.outcomes[rid])
 
     async def close(self) -> None:
         if self.ws is not None:
@@ -298,3 +298,14 @@ def share_within(buckets: list[tuple[float, float]], le: float) -> float:
 
 def progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def finite(obj):
+    """NaN → None, recursively, so the headline is valid JSON."""
+    if isinstance(obj, float) and obj != obj:
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [finite(v) for v in obj]
+    return obj
