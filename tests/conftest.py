@@ -85,7 +85,13 @@ def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:
 
 @pytest.fixture(scope="session")
 def backend() -> RunningBackend:
-    """The session's one real backend (vLLM engine with the draft model, prefix caching)."""
+    """The session's one real backend (vLLM engine with the draft model, prefix caching).
+
+    QUICKCODE_TEST_BACKEND_PORT=<port> reuses a `quickcode serve` you already run (development only)."""
+    port = os.environ.get("QUICKCODE_TEST_BACKEND_PORT")
+    if port:
+        yield RunningBackend(int(port), None, Path(os.devnull))
+        return
     b = start_backend(ARTIFACTS / "logs" / "backend-session.log")
     yield b
     stop_backend(b)
