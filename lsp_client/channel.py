@@ -39,6 +39,9 @@ class Lost:
     reason: str
 
 
+CANCEL_DONE_TIMEOUT_S = 5.0   # after a cancel, how long to wait for the backend's done (timing, tokens)
+
+
 class Stream:
     def __init__(self, rid: str):
         self.rid = rid
@@ -46,6 +49,7 @@ class Stream:
         self.end: Done | Error | Lost | None = None
         self.t_sent = time.perf_counter()
         self.t_first: float | None = None
+        self.cancelled_s: float | None = None    # we asked the backend to stop; its done is still to come
 
     def _push(self, msg) -> None:
         if self.end is not None:
@@ -57,9 +61,18 @@ class Stream:
         self.queue.put_nowait(msg)
 
     async def frames(self):
-        """Yield chunk texts until the end; the end itself is left in `self.end`."""
+        """Yield chunk texts until the end; the end itself is left in `self.end`. Once cancelled, the rest
+        is drained until the backend's done (which carries the timing), for at most a few seconds."""
         while True:
-            msg = await self.queue.get()
+            if self.cancelled_s is None:
+                msg = await self.queue.get()
+            else:
+                try:
+                    left = CANCEL_DONE_TIMEOUT_S - (time.monotonic() - self.cancelled_s)
+                    msg = await asyncio.wait_for(self.queue.get(), max(0.0, left))
+                except asyncio.TimeoutError:
+                    self._push(Lost("no done after cancel"))
+                    return
             if isinstance(msg, Chunk):
                 yield msg.text
             else:
@@ -122,11 +135,16 @@ class Channel:
         return stream
 
     def cancel(self, rid: str) -> None:
-        stream = self.streams.pop(rid, None)
-        if stream is not None:
+        """Ask the backend to stop `rid` (it aborts the engine request and answers `done`)."""
+        stream = self.streams.get(rid)
+        if stream is None or stream.cancelled_s is not None:
+            return
+        stream.cancelled_s = time.monotonic()
+        if self.connected:
+            self._send(Cancel(id=rid))
+        else:
+            self.streams.pop(rid, None)
             stream._push(Lost("cancelled"))
-            if self.connected:
-                self._send(Cancel(id=rid))
 
     def telemetry(self, t: Telemetry) -> None:
         if self.connected:

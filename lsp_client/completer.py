@@ -250,23 +250,19 @@ class Completer:
         """Read one request's stream into its flight; stop the generation once nothing more is needed."""
         try:
             async for text in stream.frames():
+                if flight.finished:
+                    continue                      # cancelled or stopped: drain until the backend's done
                 flight.streamed += text
                 self._notify(flight)
                 doc = self.docs.get(flight.uri)
                 if self.cfg.cancel_stale and (doc is None or not still_fits(flight, doc.text)):
                     self._cancel(flight)          # what arrived contradicts what the user typed meanwhile
-                    break
-                if flight.listeners == 0 and self._enough(flight):
+                elif flight.listeners == 0 and self._enough(flight):
                     self._stop_early(flight)
-                    break
         finally:
             flight.finished = True
             self.inflight.remove(flight)
-            if self.cfg.cache and flight.streamed and not flight.extra.get("cancelled"):
-                keep = flight.streamed
-                if flight.extra.get("stopped_early") and "\n" in keep:
-                    keep = keep[: keep.rfind("\n")]            # drop a cut-off last line
-                self.cache.put(flight.prefix, flight.suffix_head, keep, flight.rid)
+            self._to_cache(flight)
             if isinstance(stream.end, Done):
                 tokens = stream.end.timing.output_tokens
                 self.stats.tokens_generated += tokens
@@ -288,11 +284,25 @@ class Completer:
             return True
         return flight.streamed.count("\n") > self.cfg.hot_streak_lines
 
+    def _to_cache(self, flight: Flight) -> None:
+        """Keep what a request streamed for the positions ahead (once; not for cancelled requests)."""
+        if not self.cfg.cache or not flight.streamed or flight.extra.get("cancelled") or flight.extra.get("cached"):
+            return
+        flight.extra["cached"] = True
+        keep = flight.streamed
+        if flight.extra.get("stopped_early") and "\n" in keep:
+            keep = keep[: keep.rfind("\n")]            # drop a cut-off last line
+        self.cache.put(flight.prefix, flight.suffix_head, keep, flight.rid)
+
     def _stop_early(self, flight: Flight) -> None:
-        if not flight.finished and not flight.extra.get("stopped_early"):
+        if not flight.finished:
             flight.extra["stopped_early"] = True
+            flight.finished = True                   # nothing more will be used from it
             self.stats.stopped_early += 1
+            self.inflight.remove(flight)
+            self._to_cache(flight)
             self.channel.cancel(flight.rid)          # the rest would be wasted: cancel it on the backend
+            self._notify(flight)
 
     def _notify(self, flight: Flight) -> None:
         ev = flight.extra["event"]
@@ -307,7 +317,7 @@ class Completer:
         try:
             while True:
                 fit = flight.fit(ctx.prefix, ctx.suffix_head)
-                if fit is Fit.STALE:
+                if fit is Fit.STALE or flight.extra.get("cancelled"):
                     return "", typed
                 final = False
                 if fit is Fit.REUSABLE:
@@ -341,9 +351,11 @@ class Completer:
         if flight.finished:
             return
         flight.extra["cancelled"] = True
+        flight.finished = True
         self.stats.cancelled += 1
         self.inflight.remove(flight)
         self.channel.cancel(flight.rid)
+        self._notify(flight)                         # a request waiting on it re-checks and gives up
 
     def _snippets(self, doc: _Doc, ctx: Context) -> list[Snippet]:
         """Neighbouring-file snippets, recomputed only when the cursor moves to another block of 8 lines,

@@ -1,0 +1,28 @@
+"""The language server without a backend: editors get an empty answer at once, never an error or a hang."""
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest_lsp
+from lsprotocol import types as T
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.test_lsp_e2e import capabilities, command, inline_params, open_doc
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp",
+                                                              "--endpoint", "ws://127.0.0.1:9/v1/ws"]))
+async def offline_client(lsp_client: LanguageClient):
+    await lsp_client.initialize_session(T.InitializeParams(capabilities=capabilities(), root_uri="file:///tmp"))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_unreachable_backend_gives_an_empty_answer_at_once(offline_client: LanguageClient):
+    open_doc(offline_client, "import ")
+    t0 = time.perf_counter()
+    result = await offline_client.text_document_inline_completion_async(inline_params("import "))
+    assert not result.items and time.perf_counter() - t0 < 0.5
+    st = await command(offline_client, "quickcode.status")
+    assert st["connected"] is False and st["last_error"]
