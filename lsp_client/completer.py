@@ -19,6 +19,7 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from lru import LRU
 
@@ -36,6 +37,7 @@ from lsp_client.telemetry import Outcomes, Shown
 from protocol import Complete, Done, Error, Priority, Snippet
 
 log = logging.getLogger("quickcode.completer")
+ABANDON_GRACE_S = 0.3   # an abandoned request waits this long for the next editor request before it is stopped
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,30 @@ class Completer:
         self.debounce = AdaptiveDebounce()
         self.predictor = AcceptancePredictor()
         self.neighbours = NeighbourFiles(cfg.snippet_max_files, cfg.snippet_lines)
-        self.outcomes = Outcomes(send=self._telemetry, learn=self.predictor.learn)
+        self.outcomes = Outcomes(send=self._telemetry, learn=self._learn)
         self.stats = Stats()
         self._snippet_memo: dict[tuple[str, int], list[Snippet]] = {}
         self._shown_rids: LRU = LRU(10_000)    # backend request ids whose text was shown (waste accounting)
         self._pending_tokens: LRU = LRU(10_000)  # rid → output tokens, for requests finished but not (yet) shown
         self.apply_config(cfg)
+        if self._state_path() is not None:
+            self.predictor.load(self._state_path())
+
+    def _state_path(self) -> Path | None:
+        return Path(self.cfg.state_dir).expanduser() / "predictor.json" if self.cfg.state_dir else None
+
+    def save_state(self) -> None:
+        path = self._state_path()
+        if path is not None and self.predictor.updates:
+            try:
+                self.predictor.save(path)
+            except OSError as e:
+                log.warning("could not save the predictor to %s: %s", path, e)
+
+    def _learn(self, x: list[float], accepted: bool, now_s: float) -> None:
+        self.predictor.learn(x, accepted, now_s)
+        if self.predictor.updates % 20 == 0:
+            self.save_state()
 
     def apply_config(self, cfg: ClientConfig) -> None:
         self.cfg = cfg
@@ -184,7 +204,11 @@ class Completer:
                 flight, launched = self._launch(doc, ctx), True
                 if flight is None:
                     return None              # backend unreachable: answer empty, at once
-        text, typed = await self._wait_for_text(flight, ctx, sh, t0)
+        try:
+            text, typed = await self._wait_for_text(flight, ctx, sh, t0)
+        except asyncio.CancelledError:
+            self._abandoned(flight, doc, snapshot)
+            raise
         if not text or doc.text is not snapshot or self.docs.get(uri) is not doc:
             self.stats.empty += 1
             return None                      # nothing to show, or the document changed while we waited
@@ -295,7 +319,7 @@ class Completer:
         self.cache.put(flight.prefix, flight.suffix_head, keep, flight.rid)
 
     def _stop_early(self, flight: Flight) -> None:
-        if not flight.finished:
+        if not flight.finished and self.cfg.cancel_stale:
             flight.extra["stopped_early"] = True
             flight.finished = True                   # nothing more will be used from it
             self.stats.stopped_early += 1
@@ -333,6 +357,21 @@ class Completer:
             flight.listeners -= 1
             if flight.listeners == 0 and self._enough(flight):
                 self._stop_early(flight)
+
+    def _abandoned(self, flight: Flight, doc: _Doc, snapshot: str) -> None:
+        """The editor cancelled its request ($/cancelRequest) and nobody else waits on the flight. Document
+        unchanged (Esc, the cursor moved away): stop it now. The user typed on, consistently with it: keep
+        it a moment for the request that follows (in-flight reuse), then stop it if nobody came."""
+        if flight.listeners > 0 or flight.finished or not self.cfg.cancel_stale:
+            return
+        if doc.text is snapshot or not self.cfg.inflight_reuse:
+            self._cancel(flight)
+        else:
+            asyncio.get_running_loop().call_later(ABANDON_GRACE_S, self._cancel_if_unused, flight)
+
+    def _cancel_if_unused(self, flight: Flight) -> None:
+        if flight.listeners == 0 and not flight.finished:
+            self._cancel(flight)
 
     def _show(self, doc: _Doc, ctx: Context, text: str, sid: str, source: str, t0: float) -> Suggestion:
         x = features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,

@@ -48,6 +48,7 @@ class ClientConfig:
     predictor: bool = True
     predictor_threshold: float = 0.2
     predictor_exploration: float = 0.1
+    state_dir: str = "~/.cache/quickcode"   # the predictor's weights live here across sessions ("" = nowhere)
     telemetry: bool = True
 
     def language_enabled(self, language: str) -> bool:

@@ -7,9 +7,11 @@ about the cases it would skip. Starts neutral (p = 0.5): nothing is skipped unti
 """
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 _CLASSES = ("alpha", "digit", "space", "open", "close", "operator", "quote", "dot", "colon", "comma", "none")
 _LANGS = ("python", "javascript", "typescript", "other")
@@ -65,3 +67,22 @@ class AcceptancePredictor:
         self.weights = [w + self.lr * err * v for w, v in zip(self.weights, x)]
         self.updates += 1
         self.last_outcome, self.last_outcome_s = int(accepted), now_s
+
+    def save(self, path: Path) -> None:
+        """Weights persist across editor sessions (the language server restarts with the editor)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 1, "weights": self.weights, "updates": self.updates}))
+        tmp.replace(path)
+
+    def load(self, path: Path) -> bool:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        w = data.get("weights")
+        if data.get("version") == 1 and isinstance(w, list) and len(w) == len(self.weights):
+            self.weights = [float(x) for x in w]
+            self.updates = int(data.get("updates", 0))
+            return True
+        return False

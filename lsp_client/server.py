@@ -75,6 +75,8 @@ def build_server(cfg: ClientConfig | None = None) -> QuickcodeServer:
 
     @server.feature(T.SHUTDOWN)
     async def shutdown(ls: QuickcodeServer, params):
+        if ls.completer is not None:
+            ls.completer.save_state()
         if ls.channel is not None:
             await ls.channel.close()
 

@@ -226,7 +226,8 @@ class Session:
         assert not self.c.inflight.all()
 
 
-CFG = dict(debounce_ms=50.0, deadline_ms=300.0, predictor=False, warmup=True, snippets=False, prefetch=True)
+CFG = dict(debounce_ms=50.0, deadline_ms=300.0, predictor=False, warmup=True, snippets=False, prefetch=True,
+           state_dir="")
 
 
 @settings(max_examples=int(__import__("os").environ.get("QC_PROPERTY_EXAMPLES", "10000")), deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

@@ -58,3 +58,16 @@ def test_settings_accept_camel_case_and_refuse_wrong_types():
     assert cfg.debounce_ms == 75.0 and cfg.max_tokens == 32 and cfg.endpoints == ["ws://x/v1/ws"]
     assert not cfg.language_enabled("markdown") and cfg.language_enabled("python")
     assert cfg.enabled is True and set(ignored) == {"enabled", "nope"}
+
+
+def test_predictor_weights_persist_across_sessions(tmp_path):
+    p = AcceptancePredictor()
+    x = features(1, 2.0, "def f():", "", "python")
+    for t in range(50):
+        p.learn(x, True, t)
+    p.save(tmp_path / "predictor.json")
+    q = AcceptancePredictor()
+    assert q.load(tmp_path / "predictor.json") and q.weights == p.weights and q.updates == 50
+    (tmp_path / "bad.json").write_text('{"version": 1, "weights": [1, 2]}')
+    assert not AcceptancePredictor().load(tmp_path / "bad.json")
+    assert not AcceptancePredictor().load(tmp_path / "missing.json")
