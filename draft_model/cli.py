@@ -22,6 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spm-rate", type=float, default=0.5)
     p.add_argument("--passes", type=int, default=2)
     p.add_argument("--max-docs", type=int, default=None, help="cap the corpus (tiny test runs)")
+    p.add_argument("--tokenizer-from", type=Path, default=None,
+                   help="a target's HF folder: use its tokenizer (and FIM template) instead of training BPE")
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=_prepare)
 
@@ -46,6 +48,29 @@ def register(sub: argparse._SubParsersAction) -> None:
             t.add_argument("--kd-alpha", type=float, default=None)
         t.set_defaults(func=_train)
 
+    v = msub.add_parser("evaluate", help="offline: held-out loss/top-1, draft acceptance per K and code pattern")
+    v.add_argument("--target", type=Path, default=Path("models/target"))
+    v.add_argument("--draft", type=Path, default=None, help="the draft's HF folder (must share the target's vocabulary)")
+    v.add_argument("--data", type=Path, default=Path("runs/data"),
+                   help="prepared data of the target (else its held-out modules are rebuilt from provenance)")
+    v.add_argument("--prompts", type=int, default=40, help="held-out FIM prompts")
+    v.add_argument("--max-tokens", type=int, default=32, help="completion tokens per prompt")
+    v.add_argument("--out", type=Path, default=None, help="write the full result (JSON) here")
+    v.set_defaults(func=_evaluate)
+
+    q = msub.add_parser("quantize", help="W8A8 INT8 (compressed-tensors via llm-compressor, in .venv-quant)")
+    q.add_argument("--src", type=Path, default=Path("models/target"))
+    q.add_argument("--out", type=Path, default=Path("models/target-int8"))
+    q.add_argument("--data", type=Path, default=Path("runs/data"), help="calibration (train.bin) and held-out loss")
+    q.add_argument("--calib-samples", type=int, default=64)
+    q.add_argument("--calib-seq-len", type=int, default=512)
+    q.add_argument("--smoothquant", type=float, default=0.5, help="SmoothQuant strength; 0 turns it off")
+    q.add_argument("--method", choices=("gptq", "rtn"), default="gptq", help="weight rounding")
+    q.add_argument("--eval-windows", type=int, default=32)
+    q.add_argument("--vllm-prompts", type=int, default=16,
+                   help="greedy agreement with bf16 in vLLM on this many held-out prompts (0: skip)")
+    q.set_defaults(func=_quantize)
+
     e = msub.add_parser("export", help="export a run's latest checkpoint as an HF folder (even mid-run)")
     e.add_argument("--data", type=Path, default=Path("runs/data"))
     e.add_argument("--run", type=Path, required=True)
@@ -69,12 +94,44 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate(args: argparse.Namespace) -> int:
+    from draft_model.evaluate import EvalConfig, evaluate_pair, headline
+
+    result = evaluate_pair(args.target, args.draft, args.data if args.data.exists() else None,
+                           EvalConfig(n_prompts=args.prompts, max_new_tokens=args.max_tokens))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    for row in result.get("per_k", []):
+        print(f"K={row['k']}: acceptance {row['acceptance_rate']:.3f}  alpha {row['alpha']:.3f}  "
+              f"tokens/step {row['tokens_per_step']:.2f}  expected speed-up {row['expected_speedup']:.2f}x",
+              file=sys.stderr)
+    print(json.dumps(headline(result)))
+    return 0
+
+
+def _quantize(args: argparse.Namespace) -> int:
+    from draft_model.quantize import quantize
+
+    report = quantize(args.src, args.out, args.data, calib_samples=args.calib_samples,
+                      calib_seq_len=args.calib_seq_len, smoothquant=args.smoothquant or None, method=args.method,
+                      eval_windows=args.eval_windows, vllm_prompts=args.vllm_prompts, argv=sys.argv[1:])
+    summary = {"out": str(args.out), "size_bytes": report["size_bytes"], "loss_bf16": report["heldout_bf16"]["loss"],
+               "loss_int8": report["heldout_int8"]["loss"], "loss_delta": report["loss_delta"]}
+    if "vllm" in report:
+        summary.update({"vllm_identical": report["vllm"]["identical"],
+                        "vllm_token_agreement": report["vllm"]["token_agreement"]})
+    print(json.dumps(summary))
+    return 0
+
+
 def _prepare(args: argparse.Namespace) -> int:
     from draft_model.pipeline import prepare
 
     summary = prepare(args.data, args.source or ["stdlib"], heldout_fraction=args.heldout_fraction,
                       vocab_size=args.vocab, chunk_chars=args.chunk_chars, fim_rate=args.fim_rate,
-                      spm_rate=args.spm_rate, passes=args.passes, max_docs=args.max_docs, force=args.force)
+                      spm_rate=args.spm_rate, passes=args.passes, max_docs=args.max_docs, force=args.force,
+                      tokenizer_from=args.tokenizer_from)
     print(json.dumps(summary))
     return 0
 

@@ -62,9 +62,18 @@ def split_for_fim(text: str, rng: random.Random, spm_rate: float) -> FimSample:
     return FimSample(text[:a], text[b:], text[a:b], order)
 
 
-def write_template(model_dir: Path, order: str = "spm") -> None:
+DEFAULT_NAMES = {"prefix_token": FIM_PREFIX, "suffix_token": FIM_SUFFIX, "middle_token": FIM_MIDDLE,
+                 "eot_token": EOT, "file_sep_token": FILE_SEP}
+
+
+def template_names(folder: Path | None) -> dict:
+    """The FIM token names of a model or tokenizer folder: its quickcode_fim.json (a real target's tokenizer
+    brings its own, e.g. CodeLlama's), else ours."""
+    f = Path(folder) / TEMPLATE_FILE if folder is not None else None
+    spec = json.loads(f.read_text()) if f is not None and f.exists() else {}
+    return {k: spec.get(k, v) for k, v in DEFAULT_NAMES.items()}
+
+
+def write_template(model_dir: Path, order: str = "spm", names: dict | None = None) -> None:
     """The file the backend reads to build prompts for this model."""
-    (model_dir / TEMPLATE_FILE).write_text(json.dumps({
-        "prefix_token": FIM_PREFIX, "suffix_token": FIM_SUFFIX, "middle_token": FIM_MIDDLE,
-        "eot_token": EOT, "file_sep_token": FILE_SEP, "order": order,
-    }, indent=2) + "\n")
+    (model_dir / TEMPLATE_FILE).write_text(json.dumps({**(names or DEFAULT_NAMES), "order": order}, indent=2) + "\n")

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from draft_model.corpus import Document
-from draft_model.fim import EOT, FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, FimSample, split_for_fim
+from draft_model.fim import DEFAULT_NAMES, FimSample, split_for_fim
 
 
 def chunks(text: str, max_chars: int) -> list[str]:
@@ -32,22 +32,27 @@ def chunks(text: str, max_chars: int) -> list[str]:
     return out
 
 
-def fim_ids(tok: Tokenizer, s: FimSample) -> list[int]:
+def fim_ids(tok: Tokenizer, s: FimSample, names: dict | None = None) -> list[int]:
+    n = names or DEFAULT_NAMES
     tid = tok.token_to_id
     pre, suf, mid = (tok.encode(x).ids for x in (s.prefix, s.suffix, s.middle))
     if s.order == "spm":
-        head = [tid(FIM_SUFFIX), *suf, tid(FIM_PREFIX), *pre]
+        head = [tid(n["suffix_token"]), *suf, tid(n["prefix_token"]), *pre]
     else:
-        head = [tid(FIM_PREFIX), *pre, tid(FIM_SUFFIX), *suf]
-    return [*head, tid(FIM_MIDDLE), *mid, tid(EOT)]
+        head = [tid(n["prefix_token"]), *pre, tid(n["suffix_token"]), *suf]
+    return [*head, tid(n["middle_token"]), *mid, tid(n["eot_token"])]
+
+
+def bin_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
 
 def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, fim_rate: float,
-         spm_rate: float, passes: int, seed: int) -> int:
-    """Write `out` (uint16 token ids); return the number of tokens."""
-    assert tok.get_vocab_size() < 2**16
+         spm_rate: float, passes: int, seed: int, names: dict | None = None) -> int:
+    """Write `out` (uint16 token ids; uint32, noted in `<out>.json`, past 65,536 tokens); return the count."""
+    dtype = bin_dtype(tok.get_vocab_size())
     rng = random.Random(seed)
-    eot = tok.token_to_id(EOT)
+    eot = tok.token_to_id((names or DEFAULT_NAMES)["eot_token"])
     parts: list[np.ndarray] = []
     for p in range(passes):
         pieces = [c for d in docs for c in chunks(d.text, chunk_chars)]
@@ -57,12 +62,17 @@ def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, f
         for c in pieces:
             (fims if rng.random() < fim_rate else plain).append(c)
         for enc in tok.encode_batch(plain):
-            parts.append(np.asarray([*enc.ids, eot], dtype=np.uint16))
+            parts.append(np.asarray([*enc.ids, eot], dtype=dtype))
         for c in tqdm(fims, desc=f"pack {out.name} pass {p + 1}/{passes}", unit="chunk", leave=False):
-            parts.append(np.asarray(fim_ids(tok, split_for_fim(c, rng, spm_rate)), dtype=np.uint16))
-    arr = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint16)
+            parts.append(np.asarray(fim_ids(tok, split_for_fim(c, rng, spm_rate), names), dtype=dtype))
+    arr = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
     out.parent.mkdir(parents=True, exist_ok=True)
     arr.tofile(out)
+    sidecar = out.with_name(out.name + ".json")
+    if dtype != np.uint16:
+        sidecar.write_text(json.dumps({"dtype": dtype.name}) + "\n")
+    else:
+        sidecar.unlink(missing_ok=True)
     return int(len(arr))
 
 
@@ -78,4 +88,6 @@ def write_fim_eval(docs: list[Document], out: Path, n: int, seed: int) -> None:
 
 
 def load_bin(path: Path) -> np.ndarray:
-    return np.memmap(path, dtype=np.uint16, mode="r")
+    sidecar = Path(path).with_name(Path(path).name + ".json")
+    dtype = json.loads(sidecar.read_text())["dtype"] if sidecar.exists() else "uint16"
+    return np.memmap(path, dtype=dtype, mode="r")

@@ -11,13 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-from draft_model import corpus, pack, tokenizer as tokmod
+from draft_model import corpus, fim, pack, tokenizer as tokmod
 from draft_model.configs import MODEL_SIZES, TrainProfile
 
 
 def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.05, vocab_size: int = 8192,
             chunk_chars: int = 2000, fim_rate: float = 0.7, spm_rate: float = 0.5, passes: int = 2,
-            max_docs: int | None = None, force: bool = False, seed: int = 0) -> dict:
+            max_docs: int | None = None, force: bool = False, seed: int = 0,
+            tokenizer_from: Path | None = None) -> dict:
+    """`tokenizer_from`: a target's HF folder whose tokenizer (and FIM template) the data uses instead of a
+    freshly trained BPE — a draft for a real target must share the target's vocabulary."""
     data_dir.mkdir(parents=True, exist_ok=True)
     if force or not (data_dir / "manifest.json").exists():
         train, heldout, stats = corpus.collect(sources, heldout_fraction)
@@ -29,17 +32,23 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
     if not heldout:
         raise SystemExit("the held-out split is empty: add sources or raise --heldout-fraction")
     tok_dir = data_dir / "tokenizer"
+    if tokenizer_from is not None and (tok_dir / "tokenizer.json").exists() and not force:
+        tokmod.check_same_vocab(tokenizer_from, tok_dir)  # the bins were packed with another tokenizer: --force
     if force or not (tok_dir / "tokenizer.json").exists():
-        tok = tokmod.train_bpe((d.text for d in train), vocab_size)
-        tokmod.save_hf(tok, tok_dir, model_max_length=max(s.max_position_embeddings for s in MODEL_SIZES.values()))
+        if tokenizer_from is not None:
+            tokmod.copy_hf(tokenizer_from, tok_dir)
+        else:
+            tok = tokmod.train_bpe((d.text for d in train), vocab_size)
+            tokmod.save_hf(tok, tok_dir, model_max_length=max(s.max_position_embeddings for s in MODEL_SIZES.values()))
     tok = tokmod.load(tok_dir)
+    names = fim.template_names(tok_dir)
     counts = {}
     for split, docs, passes_ in (("train", train, passes), ("heldout", heldout, 1)):
         out = data_dir / f"{split}.bin"
         if force or not out.exists():
             # held-out is plain text (no FIM): its loss is the model's next-token quality
             pack.pack(tok, docs, out, chunk_chars=chunk_chars, fim_rate=fim_rate if split == "train" else 0.0,
-                      spm_rate=spm_rate, passes=passes_, seed=seed)
+                      spm_rate=spm_rate, passes=passes_, seed=seed, names=names)
         counts[split] = len(pack.load_bin(out))
     if force or not (data_dir / "heldout_fim.jsonl").exists():
         pack.write_fim_eval(heldout, data_dir / "heldout_fim.jsonl", n=400, seed=seed)

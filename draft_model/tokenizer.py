@@ -5,13 +5,17 @@ vocabularies differ (speculative decoding compares token ids, so a mismatch sile
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from pathlib import Path
 from typing import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from draft_model.fim import EOT, SPECIAL_TOKENS
+from draft_model.fim import EOT, SPECIAL_TOKENS, TEMPLATE_FILE, template_names
+
+HF_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 class VocabMismatch(ValueError):
@@ -45,6 +49,28 @@ def save_hf(tok: Tokenizer, out_dir: Path, model_max_length: int) -> None:
         "eos_token": EOT, "pad_token": EOT,
         "additional_special_tokens": [t for t in SPECIAL_TOKENS if t != EOT],
     }, indent=2) + "\n")
+
+
+def copy_hf(target_dir: Path, out_dir: Path) -> dict:
+    """Take a target's existing HF tokenizer (and its FIM template) instead of training BPE: what a real
+    target's draft must do. Refuses a tokenizer without the FIM tokens its template names."""
+    target_dir = Path(target_dir)
+    if not (target_dir / "tokenizer.json").exists():
+        raise SystemExit(f"{target_dir} has no tokenizer.json (a fast HF tokenizer is needed)")
+    names = template_names(target_dir)
+    tok = load(target_dir)
+    missing = [v for k, v in names.items() if k != "file_sep_token" and tok.token_to_id(v) is None]
+    if missing:
+        raise SystemExit(f"{target_dir}'s tokenizer lacks the FIM tokens {missing}: write its names into "
+                         f"{target_dir / TEMPLATE_FILE} (prefix_token, suffix_token, middle_token, eot_token)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in (*HF_TOKENIZER_FILES, TEMPLATE_FILE):
+        if (target_dir / name).exists():
+            shutil.copy(target_dir / name, out_dir / name)
+    source = {"source": str(target_dir.resolve()), "vocab_size": tok.get_vocab_size(),
+              "tokenizer_sha256": hashlib.sha256((target_dir / "tokenizer.json").read_bytes()).hexdigest()}
+    (out_dir / "tokenizer_source.json").write_text(json.dumps(source, indent=1) + "\n")
+    return source
 
 
 def load(path: Path) -> Tokenizer:

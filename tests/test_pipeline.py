@@ -1,0 +1,307 @@
+"""The model pipeline end to end on tiny data: corpus → tokenizer → pack → train → distil → evaluate → export →
+vLLM (speculative output equals plain output), the vocabulary check, a target's own tokenizer, INT8; plus the
+evaluation's pure parts (pattern classifier, greedy speculation simulation) on hand-made fixtures."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from draft_model import tokenizer as tokmod
+from draft_model.evaluate import (PATTERNS, EvalConfig, classify_tokens, evaluate_pair, expected_speedup,
+                                  simulate)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+# ── pure parts ───────────────────────────────────────────────────────────────────────────────────────────────
+def _spans(code: str, pieces: list[str]) -> list[tuple[int, int]]:
+    """Character spans of `pieces`, which tile the end of `code` in order."""
+    start = len(code) - len("".join(pieces))
+    assert code[start:] == "".join(pieces)
+    out = []
+    for p in pieces:
+        out.append((start, start + len(p)))
+        start += len(p)
+    return out
+
+
+def test_pattern_classifier_on_a_fixture():
+    prefix = 'class A:\n    def __init__(self, n):\n        """Count.\n\n        More."""\n'
+    pieces = ["        ", "for", " i", " in", " range", "(", "n", "):", "\n", "            ", "total", " +=",
+              " values", "[", "i", "]", " *", " 2", ".5", "  ", "#", " running", " sum", "\n", "        ", "return",
+              " None", "\n", "    ", '"""', "Tail", " doc", '"""', "\n", ""]
+    code = prefix + "".join(pieces)
+    got = classify_tokens(code, _spans(code, pieces), [False] * (len(pieces) - 1) + [True])
+    want = {"for": "common idioms", " i": "common idioms", " range": "common idioms", "(": "brackets/syntax",
+            "n": "identifiers", "):": "brackets/syntax", "\n": "brackets/syntax", "total": "identifiers",
+            " +=": "brackets/syntax", " values": "identifiers", " 2": "complex logic", ".5": "complex logic",
+            "#": "comments/docstrings", " running": "comments/docstrings", "return": "common idioms",
+            " None": "common idioms", '"""': "comments/docstrings", "Tail": "comments/docstrings",
+            "": "brackets/syntax"}
+    for piece, pattern in zip(pieces, got):
+        assert pattern in PATTERNS
+        if piece in want:
+            assert pattern == want[piece], (piece, pattern)
+
+
+def test_string_literal_is_not_a_docstring_and_identifiers_inside_strings_are_logic():
+    code = 'x = call("name", y)\n'
+    pieces = ['x', ' =', ' call', '("', 'name', '",', ' y', ')', '\n']
+    got = dict(zip(pieces, classify_tokens(code, _spans(code, pieces), [False] * len(pieces))))
+    assert got["name"] == "complex logic"
+    assert got[" call"] == "identifiers"
+    assert got['("'] == "brackets/syntax"
+
+
+def test_simulated_greedy_speculation_matches_a_hand_trace():
+    # agree[j]: the draft's next token at j equals the target's. Token 0 comes from the prefill.
+    agree = [False, True, True, False, True, True, True, True, False, True]
+    steps, status = simulate(agree, k=2, n_tokens=10)
+    # t=1: accept 1,2 (K=2) → bonus 3; t=4: accept 4,5 → bonus 6; t=7: accept 7 → reject 8; t=9: accept 9
+    assert steps == [2, 2, 1, 1]
+    assert status == ["prefill", "accepted", "accepted", "bonus", "accepted", "accepted", "bonus", "accepted",
+                      "rejected", "accepted"]
+    steps, status = simulate(agree, k=8, n_tokens=10)
+    assert steps == [2, 4, 1]          # t=1: 1,2 then 3 rejected; t=4: 4..7 then 8 rejected; t=9: 9
+    assert status.count("rejected") == 2 and status.count("bonus") == 0
+
+
+def test_expected_speedup_formula():
+    assert expected_speedup(0.0, 5, 0.1) == pytest.approx(1 / 1.5)
+    assert expected_speedup(1.0, 5, 0.0) == pytest.approx(6.0)
+    assert expected_speedup(0.8, 5, 0.05) == pytest.approx((1 - 0.8**6) / (0.2 * 1.25))
+
+
+def test_vllm_step_counts_give_token_statuses():
+    from benchmarks.draft import per_k_from_positions, vllm_statuses
+
+    # 1 prefill token, then steps accepting 2 (of K=2: bonus), 0 (rejected), 1 (rejected)
+    assert vllm_statuses(8, [2, 0, 1], k=2) == ["prefill", "accepted", "accepted", "bonus", "rejected",
+                                                "accepted", "rejected", "unknown"]
+    rows = per_k_from_positions([0.8, 0.5, 0.25])
+    assert [r["acceptance_rate"] for r in rows] == pytest.approx([0.8, 0.65, 1.55 / 3])
+    assert rows[-1]["tokens_per_step"] == pytest.approx(2.55)
+
+
+def test_wide_vocabulary_bins_round_trip(tmp_path):
+    from draft_model.pack import bin_dtype, load_bin
+
+    assert bin_dtype(8192) == np.uint16 and bin_dtype(2**16) == np.uint16 and bin_dtype(2**17) == np.uint32
+    path = tmp_path / "train.bin"
+    arr = np.array([0, 70_000, 151_000], dtype=np.uint32)
+    arr.tofile(path)
+    (tmp_path / "train.bin.json").write_text(json.dumps({"dtype": "uint32"}))
+    assert load_bin(path).tolist() == arr.tolist()
+
+
+# ── the pipeline on tiny data ────────────────────────────────────────────────────────────────────────────────
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """stdlib → 40 documents → BPE 600 → bins → test-target, a test-draft from scratch, a distilled one."""
+    import torch
+
+    from draft_model.configs import profile
+    from draft_model.pipeline import prepare, train_model
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("pipeline")
+    data = root / "data"
+    summary = prepare(data, ["stdlib"], vocab_size=600, max_docs=40, heldout_fraction=0.1, chunk_chars=800, passes=1)
+    p = profile("test", threads=1)
+    target = train_model(data, "test-target", p, root / "target", root / "target-export", steps=80, minutes=None)
+    scratch = train_model(data, "test-draft", p, root / "draft", root / "draft-export", steps=40, minutes=None)
+    distilled = train_model(data, "test-draft", p, root / "draft-kd", root / "draft-kd-export", steps=40, minutes=None,
+                            teacher_dir=root / "target-export")
+    return {"root": root, "data": data, "summary": summary, "target": target, "scratch": scratch,
+            "distilled": distilled, "target_dir": root / "target-export", "scratch_dir": root / "draft-export",
+            "draft_dir": root / "draft-kd-export"}
+
+
+@pytest.mark.pipeline
+def test_prepare_splits_by_module_and_packs_in_vocabulary(tiny):
+    data, s = tiny["data"], tiny["summary"]
+    assert s["train_docs"] == 40 and s["heldout_docs"] >= 1 and s["vocab_size"] == 600
+    manifest = json.loads((data / "manifest.json").read_text())
+    train_modules = {json.loads(line)["module"] for line in open(data / "train_docs.jsonl")}
+    heldout_modules = {json.loads(line)["module"] for line in open(data / "heldout_docs.jsonl")}
+    assert heldout_modules and not (train_modules & heldout_modules)
+    assert set(manifest["heldout_modules"]) >= heldout_modules
+    tok = tokmod.load(data / "tokenizer")
+    for name in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<|endoftext|>"):
+        assert tok.token_to_id(name) is not None
+    from draft_model.pack import load_bin
+
+    train = load_bin(data / "train.bin")
+    assert len(train) == s["train_tokens"] and int(train.max()) < 600
+    # FIM samples are in the training stream (prefix/suffix/middle markers), held-out is plain text
+    assert (train == tok.token_to_id("<fim_middle>")).sum() > 10
+    assert (load_bin(data / "heldout.bin") == tok.token_to_id("<fim_middle>")).sum() == 0
+
+
+@pytest.mark.pipeline
+def test_training_lowers_the_loss_and_exports_a_loadable_folder(tiny):
+    assert tiny["target"]["loss"] < math.log(600) - 0.5  # a uniform guess scores ln(600) = 6.4 nats
+    out = tiny["target_dir"]
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "quickcode_fim.json", "quickcode_train.json"):
+        assert (out / name).exists(), name
+    assert not (out / "generation_config.json").exists()
+    prov = json.loads((out / "quickcode_train.json").read_text())
+    assert prov["kind"] == "target" and prov["size"] == "test-target" and prov["heldout_modules"]
+    # resuming a finished run does no more steps and gives the same result
+    from draft_model.configs import profile
+    from draft_model.pipeline import train_model
+
+    again = train_model(tiny["data"], "test-target", profile("test", threads=1), tiny["root"] / "target",
+                        tiny["root"] / "target-export", steps=80, minutes=None)
+    assert again["loss"] == pytest.approx(tiny["target"]["loss"])
+
+
+@pytest.mark.pipeline
+def test_distillation_brings_the_draft_closer_to_the_target(tiny):
+    import torch
+    import torch.nn.functional as F
+
+    from draft_model.evaluate import heldout_windows, load
+
+    prov = json.loads((tiny["draft_dir"] / "quickcode_train.json").read_text())
+    assert prov["kind"] == "draft-distilled" and prov["teacher"] == str(tiny["target_dir"])
+    target = load(tiny["target_dir"])
+    windows = heldout_windows(tiny["target_dir"], tiny["data"], 64, 16)
+
+    def kl_to_target(draft_dir) -> float:
+        draft, total = load(draft_dir), 0.0
+        with torch.no_grad():
+            for w in windows:
+                t = F.log_softmax(target(input_ids=w).logits, -1)
+                d = F.log_softmax(draft(input_ids=w).logits, -1)
+                total += F.kl_div(d, t, log_target=True, reduction="batchmean").item()
+        return total / len(windows)
+
+    assert kl_to_target(tiny["draft_dir"]) < kl_to_target(tiny["scratch_dir"])
+
+
+@pytest.mark.pipeline
+def test_evaluation_of_a_draft_identical_to_the_target_accepts_everything(tiny):
+    cfg = EvalConfig(n_prompts=4, max_new_tokens=12, loss_windows=8, seq_len=64, idioms_per_kind=1)
+    r = evaluate_pair(tiny["target_dir"], tiny["target_dir"], tiny["data"], cfg)
+    assert len(r["per_k"]) == 8
+    for row in r["per_k"]:
+        assert row["alpha"] >= 0.99, row   # fp32: teacher-forced vs cached forward may flip an exact tie
+        assert row["tokens_per_step"] > 1.0
+    assert r["draft_heldout"]["loss"] == pytest.approx(r["target_heldout"]["loss"])
+    assert sum(p["tokens"] for p in r["patterns"].values()) == sum(rec["n_tokens"] - 1 for rec in r["records"])
+
+
+@pytest.mark.pipeline
+def test_evaluate_command_prints_headline_json(tiny):
+    proc = subprocess.run(
+        [sys.executable, "-m", "quickcode", "model", "evaluate", "--target", str(tiny["target_dir"]), "--draft",
+         str(tiny["draft_dir"]), "--data", str(tiny["data"]), "--prompts", "3", "--max-tokens", "8"],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    head = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert 0.0 <= head["acceptance_k5"] <= 1.0 and head["cost_ratio"] > 0
+    assert head["target_loss"] == pytest.approx(tiny["target"]["loss"], abs=0.5)
+
+
+@pytest.mark.pipeline
+def test_a_draft_with_another_tokenizer_is_refused(tiny, tmp_path):
+    from draft_model.configs import MODEL_SIZES, profile
+    from draft_model.corpus import read_docs
+    from draft_model.pipeline import train_model
+    from draft_model.train import build_model, export
+
+    other_tok = tmp_path / "other-data" / "tokenizer"
+    docs = read_docs(tiny["data"], "train")[:10]
+    tokmod.save_hf(tokmod.train_bpe((d.text for d in docs), 400), other_tok, model_max_length=1024)
+    bad = export(build_model(MODEL_SIZES["test-draft"], other_tok, 0), other_tok, tmp_path / "bad-draft", {})
+    with pytest.raises(tokmod.VocabMismatch):
+        tokmod.check_same_vocab(tiny["target_dir"], bad)
+    with pytest.raises(tokmod.VocabMismatch):
+        evaluate_pair(tiny["target_dir"], bad, tiny["data"], EvalConfig(n_prompts=1))
+    with pytest.raises(tokmod.VocabMismatch):  # distilling on data of another tokenizer
+        train_model(tmp_path / "other-data", "test-draft", profile("test"), tmp_path / "run", tmp_path / "out",
+                    steps=1, minutes=None, teacher_dir=tiny["target_dir"])
+
+
+@pytest.mark.pipeline
+def test_prepare_can_take_the_targets_own_tokenizer(tiny, tmp_path):
+    from draft_model.configs import profile
+    from draft_model.pack import load_bin
+    from draft_model.pipeline import prepare, train_model
+
+    data = tmp_path / "data"
+    prepare(data, ["stdlib"], max_docs=10, heldout_fraction=0.1, chunk_chars=800, passes=1,
+            tokenizer_from=tiny["target_dir"])
+    tokmod.check_same_vocab(tiny["target_dir"], data / "tokenizer")
+    assert (data / "tokenizer" / "quickcode_fim.json").exists()
+    assert json.loads((data / "tokenizer" / "tokenizer_source.json").read_text())["vocab_size"] == 600
+    assert int(load_bin(data / "train.bin").max()) < 600
+    train_model(data, "test-draft", profile("test", threads=1), tmp_path / "run", tmp_path / "draft", steps=3,
+                minutes=None)
+    tokmod.check_same_vocab(tiny["target_dir"], tmp_path / "draft")
+    # data already packed with another tokenizer is not silently reused
+    with pytest.raises(tokmod.VocabMismatch):
+        prepare(tiny["data"], ["stdlib"], tokenizer_from=_other_tokenizer(tmp_path))
+
+
+def _other_tokenizer(tmp_path: Path) -> Path:
+    out = tmp_path / "other-tok"
+    from draft_model.fim import write_template
+
+    tokmod.save_hf(tokmod.train_bpe(["def f(x):\n    return x\n" * 50], 300), out, model_max_length=1024)
+    write_template(out)
+    return out
+
+
+@pytest.mark.pipeline
+@pytest.mark.slow
+def test_vllm_loads_the_exports_and_speculative_output_equals_plain(tiny, tmp_path):
+    from benchmarks.draft_vllm import run_subprocesses
+    from draft_model.evaluate import fim_cases, prompt_ids
+
+    cases = fim_cases(tiny["target_dir"], tiny["data"], 12)
+    prompts = prompt_ids(tiny["target_dir"], cases, 256)
+    base = {"model": str(tiny["target_dir"]), "draft_model": str(tiny["draft_dir"]), "max_model_len": 512}
+    spec = {"prompts": prompts, "max_tokens": 24, "warmup": 1, "runs": [
+        {"name": "plain", "settings": {**base, "spec_method": "off"}},
+        {"name": "draft", "settings": {**base, "spec_method": "draft", "num_speculative_tokens": 4}}]}
+    res = run_subprocesses(spec, tmp_path / "vllm")
+    plain, drafted = res["plain"]["requests"], res["draft"]["requests"]
+    assert len(plain) == len(drafted) == 12
+    for a, b in zip(plain, drafted):
+        assert a["token_ids"] == b["token_ids"]
+        assert a["text"] == b["text"]
+        assert len(a["token_ids"]) > 0
+    assert res["draft"]["engine_spec"]["draft_tokens"] > 0  # the draft really ran
+    for r in drafted:  # every output token is the prefill token or comes from a verify step
+        steps = r["spec"]["per_step_accepted"]
+        assert 1 + sum(a + 1 for a in steps) >= len(r["token_ids"])
+        assert all(0 <= a <= 4 for a in steps)
+
+
+@pytest.mark.pipeline
+@pytest.mark.slow
+def test_int8_quantization_keeps_the_held_out_loss(tiny, tmp_path):
+    from draft_model.quantize import QUANT_PYTHON, quantize
+
+    if not QUANT_PYTHON.exists():
+        pytest.skip("no .venv-quant (scripts/setup.sh quant)")
+    out = tmp_path / "target-int8"
+    rep = quantize(tiny["target_dir"], out, tiny["data"], calib_samples=8, calib_seq_len=64, eval_windows=8,
+                   vllm_prompts=0)
+    cfg = json.loads((out / "config.json").read_text())["quantization_config"]
+    group = cfg["config_groups"]["group_0"]
+    assert cfg["quant_method"] == "compressed-tensors"
+    assert group["weights"]["num_bits"] == 8 and group["weights"]["type"] == "int"
+    assert group["input_activations"]["dynamic"] is True and group["input_activations"]["strategy"] == "token"
+    assert abs(rep["loss_delta"]) < 0.1
+    assert rep["heldout_int8"]["loss"] != rep["heldout_bf16"]["loss"]  # the fake-quantized forward was measured
+    for name in ("tokenizer.json", "quickcode_fim.json", "quickcode_quant.json"):
+        assert (out / name).exists()
