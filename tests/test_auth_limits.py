@@ -22,8 +22,8 @@ import openai
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
-from conftest import ARTIFACTS, REPO, RunningBackend, start_backend, stop_backend
-from ws_helpers import complete, http_get, open_session, read_until_terminal, recv
+from tests.conftest import ARTIFACTS, REPO, RunningBackend, start_backend, stop_backend
+from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

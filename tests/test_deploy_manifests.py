@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from conftest import REPO
+from tests.conftest import REPO
 
 K8S = REPO / "deploy" / "k8s"
 # the oldest still-common and the newest schema versions the package bundles

@@ -10,8 +10,8 @@ import promql_parser
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import REPO
-from ws_helpers import complete, http_get, open_session, recv
+from tests.conftest import REPO
+from tests.ws_helpers import complete, http_get, open_session, recv
 
 DASHBOARD = REPO / "deploy" / "grafana" / "quickcode.json"
 GRAFANA_VARS = {"$__rate_interval": "1m", "$__interval": "1m", "$instance": ".*"}

@@ -15,8 +15,8 @@ import time
 import httpx
 import pytest
 
-from conftest import ARTIFACTS, REPO, free_port, start_backend, stop_backend
-from ws_helpers import complete, open_session
+from tests.conftest import ARTIFACTS, REPO, free_port, start_backend, stop_backend
+from tests.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.nginx, pytest.mark.engine, pytest.mark.slow]
 

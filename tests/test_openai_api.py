@@ -15,7 +15,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ws_helpers import complete, http_get, open_session
+from tests.ws_helpers import complete, http_get, open_session
 
 pytestmark = [pytest.mark.engine]
 
