@@ -1,0 +1,399 @@
+--- quickcode for Neovim: runs the quickcode language server (`quickcode lsp`, stdio) and shows its
+--- suggestions as ghost text with Neovim's own LSP inline completion (0.12+), or as one item of the
+--- completion menu on 0.11 (vim.lsp.completion) and 0.10 (omnifunc).
+---
+---   require('quickcode').setup({ endpoints = { 'ws://127.0.0.1:8765/v1/ws' } })
+---
+--- Accepting runs the item's `quickcode.accept` command (the acceptance telemetry): on 0.12
+--- `vim.lsp.inline_completion.get()` executes `item.command` itself after inserting the text, and so does
+--- `vim.lsp.completion` on CompleteDone, so this plugin never runs it a second time. Partial accepts
+--- (word / line) insert part of the text and send `textDocument/didPartiallyAcceptCompletion`.
+local M = {}
+
+local NAME = 'quickcode'
+local augroup = vim.api.nvim_create_augroup('quickcode', { clear = true })
+local buf_augroup = vim.api.nvim_create_augroup('quickcode.buffer', { clear = true })
+local STATUS_NOTIFICATION = '$/quickcode/status'
+
+---@class quickcode.Config
+local defaults = {
+  --- Command that starts the server; nil = `quickcode lsp` ($QUICKCODE_CMD overrides, split on spaces).
+  cmd = nil, ---@type string[]?
+  --- Backend WebSocket URLs; nil = the server's environment (QUICKCODE_ENDPOINTS) or its default.
+  endpoints = nil, ---@type string[]?
+  --- API token; nil = QUICKCODE_TOKEN from the environment.
+  token = nil, ---@type string?
+  --- Any other setting of the server (lsp_client/config.py, camelCase or snake_case):
+  --- enabled, languages = { python = true, markdown = false, ['*'] = true }, debounceMs, maxTokens, ...
+  settings = {},
+  --- Filetypes to attach to; nil = every buffer that is a file (the server's `languages` decides).
+  filetypes = nil, ---@type string[]?
+  root_markers = { '.git' },
+  --- 'auto': inline completion on 0.12+, the completion menu before; 'inline' or 'completion' to force.
+  mode = 'auto',
+  --- Server log file (one waterfall line per backend request); nil = $QUICKCODE_LSP_LOG or stderr.
+  log_file = nil, ---@type string?
+  --- Insert-mode keys, buffer-local where the server is attached; false disables one.
+  --- accept / accept_alt fall back to the key's own meaning when no suggestion is shown.
+  keymaps = {
+    accept = '<Tab>',
+    accept_alt = '<C-y>',
+    accept_word = '<M-Right>',
+    accept_line = '<M-Down>',
+    next = '<M-]>',
+    prev = '<M-[>',
+    dismiss = '<C-]>',
+    trigger = '<M-\\>', -- ask now (inline) / open the menu (completion mode)
+  },
+}
+
+M.config = vim.deepcopy(defaults)
+--- Last `$/quickcode/status` (connection state, endpoint, recent_first_chunk_ms_p50, acceptance_rate, enabled).
+M.status = nil ---@type table?
+
+local function has_inline()
+  return vim.lsp.inline_completion ~= nil and vim.fn.has('nvim-0.12') == 1
+end
+
+--- 'inline' | 'completion' | 'omnifunc': how suggestions are shown in this Neovim.
+function M.mode()
+  local mode = M.config.mode
+  if mode == 'inline' and has_inline() then return 'inline' end
+  if mode == 'completion' or (mode == 'auto' and not has_inline()) then
+    return vim.lsp.completion and 'completion' or 'omnifunc'
+  end
+  return has_inline() and 'inline' or (vim.lsp.completion and 'completion' or 'omnifunc')
+end
+
+--- The server settings: `settings` plus endpoints/token when given (never empty values, so the
+--- server's environment stays in force).
+function M.server_settings()
+  local s = vim.deepcopy(M.config.settings or {})
+  if M.config.endpoints and #M.config.endpoints > 0 then s.endpoints = M.config.endpoints end
+  if M.config.token and M.config.token ~= '' then s.token = M.config.token end
+  return s
+end
+
+local function server_cmd()
+  if M.config.cmd then return M.config.cmd end
+  if vim.env.QUICKCODE_CMD and vim.env.QUICKCODE_CMD ~= '' then
+    return vim.split(vim.env.QUICKCODE_CMD, ' ', { trimempty = true })
+  end
+  return { 'quickcode', 'lsp' }
+end
+
+--- The quickcode client attached to {bufnr} (or any quickcode client).
+function M.client(bufnr)
+  return vim.lsp.get_clients({ name = NAME, bufnr = bufnr })[1]
+end
+
+local function lsp_config()
+  local cmd_env = nil
+  if M.config.log_file then cmd_env = { QUICKCODE_LSP_LOG = M.config.log_file } end
+  local markers = M.config.root_markers or { '.git' }
+  return {
+    name = NAME,
+    cmd = server_cmd(),
+    cmd_env = cmd_env,
+    filetypes = M.config.filetypes,
+    -- only buffers backed by a file (not [No Name]); the root is informative (no workspace-wide work)
+    root_dir = function(bufnr, on_dir)
+      local file = vim.api.nvim_buf_get_name(bufnr)
+      if file == '' then return end
+      on_dir(vim.fs.root(bufnr, markers) or vim.fs.dirname(file))
+    end,
+    -- one server (one WebSocket to the backend) per Neovim, whatever the project roots
+    reuse_client = function(client, config) return client.name == config.name end,
+    init_options = M.server_settings(),
+    -- sent as workspace/didChangeConfiguration after `initialized`; the server reads the `quickcode` section
+    settings = { quickcode = M.server_settings() },
+    handlers = {
+      [STATUS_NOTIFICATION] = function(_, result)
+        M.status = result
+        vim.api.nvim_exec_autocmds('User', { pattern = 'QuickcodeStatus', modeline = false, data = result })
+      end,
+    },
+  }
+end
+
+-- ── accepting ───────────────────────────────────────────────────────────────────────────────────────
+
+local function feed(keys)
+  return vim.api.nvim_replace_termcodes(keys, true, false, true)
+end
+
+--- Accept the whole suggestion. Returns true when one was shown (and is being inserted).
+function M.accept(bufnr)
+  bufnr = bufnr or 0
+  local mode = M.mode()
+  if mode == 'inline' then
+    -- get() inserts the text and then executes item.command (quickcode.accept): no second run here
+    return vim.lsp.inline_completion.get({ bufnr = bufnr })
+  end
+  local info = vim.fn.complete_info({ 'mode', 'selected', 'items' })
+  if info.mode ~= '' and #info.items > 0 then
+    -- the menu's own accept: CompleteDone runs the item's command (and `complete_done` below the rest)
+    local keys = info.selected == -1 and '<C-n><C-y>' or '<C-y>'
+    vim.api.nvim_feedkeys(feed(keys), 'n', false)
+    return true
+  end
+  return false
+end
+
+-- ── the completion-menu path (0.11) ─────────────────────────────────────────────────────────────────
+-- vim.lsp.completion inserts only a plain-text item's first run of non-blanks (`newText:match('^%S*')`):
+-- our item's word is its whole first line instead, and on CompleteDone the following lines are added.
+
+local function is_ours(item)
+  return type(item) == 'table' and item.detail == 'quickcode' and type(item.textEdit) == 'table'
+end
+
+--- `convert` for vim.lsp.completion.enable: the menu word is the suggestion's whole first line.
+function M._convert(item)
+  if not is_ours(item) then return {} end
+  return { word = item.textEdit.newText:match('^[^\n]*') }
+end
+
+local function complete_done(bufnr)
+  local done = vim.v.completed_item
+  local lsp = vim.tbl_get(done or {}, 'user_data', 'nvim', 'lsp') or {}
+  local item, client = lsp.completion_item, lsp.client_id and vim.lsp.get_client_by_id(lsp.client_id)
+  if not client or client.name ~= NAME or not is_ours(item) then return end
+  local text = item.textEdit.newText
+  local first = text:match('^[^\n]*')
+  if #text == #first or done.word ~= first then return end
+  local rest = vim.split(text:sub(#first + 1), '\n', { plain = true }) -- { '', line2, ... }
+  vim.schedule(function()
+    if not vim.api.nvim_buf_is_valid(bufnr) or vim.api.nvim_get_current_buf() ~= bufnr then return end
+    local win = vim.api.nvim_get_current_win()
+    local row, col = unpack(vim.api.nvim_win_get_cursor(win))
+    vim.api.nvim_buf_set_text(bufnr, row - 1, col, row - 1, col, rest)
+    vim.api.nvim_win_set_cursor(win, { row + #rest - 1, #rest[#rest] })
+  end)
+end
+
+local function text_of(item)
+  local t = item.insert_text
+  return type(t) == 'string' and t or (t and t.value) or ''
+end
+
+--- The prefix of {text} to accept: the next word (with the whitespace before it) or the rest of the line.
+function M._partial(text, what)
+  if what == 'line' then
+    local nl = text:find('\n', 1, true)
+    if nl == 1 then
+      -- at a line end: take the newline and the next line's indentation + text
+      local rest = text:sub(2)
+      local nl2 = rest:find('\n', 1, true)
+      return '\n' .. (nl2 and rest:sub(1, nl2 - 1) or rest)
+    end
+    return nl and text:sub(1, nl - 1) or text
+  end
+  local s = text:match('^%s*[%w_]+') or text:match('^%s*[^%w_%s]+') or text:match('^%s+') or text
+  return s
+end
+
+--- Accept part of the inline suggestion ('word' or 'line'), report it, and let Neovim ask again for the rest.
+function M.accept_partial(what, bufnr)
+  bufnr = bufnr or 0
+  if M.mode() ~= 'inline' then return false end
+  return vim.lsp.inline_completion.get({
+    bufnr = bufnr,
+    on_accept = function(item)
+      local text = text_of(item)
+      local part = M._partial(text, what)
+      if part == '' then return end
+      local buf = vim.api.nvim_get_current_buf()
+      local win = vim.api.nvim_get_current_win()
+      local row, col
+      if item.range then
+        row, col = item.range.start.row, item.range.start.col
+      else
+        local c = vim.api.nvim_win_get_cursor(win)
+        row, col = c[1] - 1, c[2]
+      end
+      local lines = vim.split(part, '\n', { plain = true })
+      -- the server's range is empty (insert at the cursor); a whole accept replaces the range like get()
+      local erow, ecol = row, col
+      if item.range and #part >= #text then erow, ecol = item.range.end_.row, item.range.end_.col end
+      vim.api.nvim_buf_set_text(buf, row, col, erow, ecol, lines)
+      vim.api.nvim_win_set_cursor(win, { row + #lines, (#lines == 1 and col or 0) + #lines[#lines] })
+      local client = vim.lsp.get_client_by_id(item.client_id)
+      if client then
+        if #part >= #text and item.command then
+          client:exec_cmd(item.command, { bufnr = buf }) -- all of it after all: a full accept
+        else
+          local lsp_item = { insertText = item.insert_text, command = item.command }
+          if item.range and item.range.to_lsp then lsp_item.range = item.range:to_lsp(client.offset_encoding) end
+          client:notify('textDocument/didPartiallyAcceptCompletion', { item = lsp_item, acceptedLength = #part })
+        end
+      end
+    end,
+  })
+end
+
+function M.next(count)
+  if M.mode() == 'inline' then vim.lsp.inline_completion.select({ count = count or 1 }) end
+end
+
+function M.dismiss(bufnr)
+  if M.mode() ~= 'inline' then return end
+  -- re-enabling clears the shown item; the next keystroke asks again
+  local b = vim.api.nvim_get_current_buf()
+  if bufnr and bufnr ~= 0 then b = bufnr end
+  vim.lsp.inline_completion.enable(false, { bufnr = b })
+  vim.lsp.inline_completion.enable(true, { bufnr = b })
+end
+
+--- Ask now: inline (invoked trigger) or open the completion menu.
+function M.trigger()
+  local mode = M.mode()
+  if mode == 'inline' then
+    -- an automatic request fires on the next cursor event; a tiny no-op move makes one now
+    vim.api.nvim_exec_autocmds('CursorMovedI', { buffer = 0, modeline = false })
+  elseif mode == 'completion' then
+    vim.lsp.completion.get()
+  else
+    vim.api.nvim_feedkeys(feed('<C-x><C-o>'), 'n', false)
+  end
+end
+
+local function map_keys(bufnr)
+  local k = M.config.keymaps or {}
+  local function imap(lhs, rhs, desc, expr)
+    if lhs and lhs ~= false and lhs ~= '' then
+      vim.keymap.set('i', lhs, rhs, { buffer = bufnr, expr = expr, silent = true, desc = 'quickcode: ' .. desc })
+    end
+  end
+  -- accept, or the key's own meaning when nothing is shown
+  imap(k.accept, function()
+    if M.accept(bufnr) then return '' end
+    return feed(k.accept)
+  end, 'accept suggestion', true)
+  imap(k.accept_alt, function()
+    if M.accept(bufnr) then return '' end
+    return feed(k.accept_alt)
+  end, 'accept suggestion', true)
+  imap(k.accept_word, function() M.accept_partial('word', bufnr) end, 'accept next word')
+  imap(k.accept_line, function() M.accept_partial('line', bufnr) end, 'accept next line')
+  imap(k.next, function() M.next(1) end, 'next suggestion')
+  imap(k.prev, function() M.next(-1) end, 'previous suggestion')
+  imap(k.dismiss, function() M.dismiss(bufnr) end, 'dismiss suggestion')
+  imap(k.trigger, M.trigger, 'suggest now')
+end
+
+local function on_attach(client, bufnr)
+  local mode = M.mode()
+  if mode == 'inline' then
+    vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+  elseif mode == 'completion' then
+    vim.lsp.completion.enable(true, client.id, bufnr, { autotrigger = true, convert = M._convert })
+    vim.api.nvim_create_autocmd('CompleteDone', {
+      group = buf_augroup, buffer = bufnr, callback = function() complete_done(bufnr) end,
+    })
+  else
+    vim.bo[bufnr].omnifunc = 'v:lua.vim.lsp.omnifunc'
+  end
+  map_keys(bufnr)
+end
+
+-- ── server commands ─────────────────────────────────────────────────────────────────────────────────
+
+--- Run a server command synchronously; returns its result or nil, err.
+function M.exec(command, args, timeout_ms)
+  local client = M.client(0) or M.client()
+  if not client then return nil, 'quickcode: no language server running' end
+  local resp = client:request_sync('workspace/executeCommand', { command = command, arguments = args or {} },
+    timeout_ms or 3000, 0)
+  if not resp then return nil, 'quickcode: ' .. command .. ' timed out' end
+  if resp.err then return nil, 'quickcode: ' .. (resp.err.message or vim.inspect(resp.err)) end
+  return resp.result
+end
+
+function M.status_line()
+  local s = M.status
+  if not M.client() then return 'quickcode: not running' end
+  if not s then return 'quickcode: starting' end
+  local state = s.enabled == false and 'off' or (s.connected and 'connected' or 'disconnected')
+  local p50 = s.recent_first_chunk_ms_p50 and (' %d ms'):format(s.recent_first_chunk_ms_p50) or ''
+  return ('quickcode: %s%s'):format(state, p50)
+end
+
+function M.show_status()
+  local s, err = M.exec('quickcode.status')
+  if not s then return vim.notify(err, vim.log.levels.WARN) end
+  M.status = s
+  local lines = { M.status_line() }
+  for _, key in ipairs({ 'endpoint', 'model', 'replica', 'recent_first_chunk_ms_p50', 'acceptance_rate', 'last_error' }) do
+    if s[key] ~= nil and s[key] ~= vim.NIL and s[key] ~= '' then table.insert(lines, ('  %s: %s'):format(key, tostring(s[key]))) end
+  end
+  vim.notify(table.concat(lines, '\n'), vim.log.levels.INFO)
+end
+
+function M.show_latency()
+  local report, err = M.exec('quickcode.latencyReport')
+  if not report then return vim.notify(err, vim.log.levels.WARN) end
+  vim.cmd('botright new')
+  local buf = vim.api.nvim_get_current_buf()
+  vim.bo[buf].buftype = 'nofile'
+  vim.bo[buf].bufhidden = 'wipe'
+  vim.bo[buf].swapfile = false
+  vim.api.nvim_buf_set_lines(buf, 0, -1, false, vim.split('# quickcode latency report\n\n' .. report, '\n'))
+  vim.bo[buf].filetype = 'markdown'
+  vim.bo[buf].modifiable = false
+end
+
+function M.set_enabled(enabled)
+  M.config.settings = M.config.settings or {}
+  M.config.settings.enabled = enabled
+  for _, client in ipairs(vim.lsp.get_clients({ name = NAME })) do
+    client.settings = { quickcode = M.server_settings() }
+    client:notify('workspace/didChangeConfiguration', { settings = client.settings })
+    client:request('workspace/executeCommand', { command = enabled and 'quickcode.enable' or 'quickcode.disable', arguments = {} },
+      function() end)
+  end
+  vim.notify('quickcode ' .. (enabled and 'enabled' or 'disabled'))
+end
+
+function M.toggle()
+  local enabled = (M.config.settings or {}).enabled
+  M.set_enabled(enabled == false)
+end
+
+-- ── setup ───────────────────────────────────────────────────────────────────────────────────────────
+
+---@param opts? quickcode.Config
+function M.setup(opts)
+  M.config = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
+  if opts and opts.keymaps == false then M.config.keymaps = {} end
+  vim.api.nvim_clear_autocmds({ group = augroup })
+  vim.api.nvim_create_autocmd('LspAttach', {
+    group = augroup,
+    callback = function(args)
+      local client = vim.lsp.get_client_by_id(args.data.client_id)
+      if client and client.name == NAME then on_attach(client, args.buf) end
+    end,
+  })
+  local cfg = lsp_config()
+  if vim.lsp.config and vim.lsp.enable then
+    -- 0.11+: a named config, started for matching buffers by Neovim itself
+    vim.lsp.config(NAME, cfg)
+    vim.lsp.enable(NAME)
+  else
+    -- 0.10: start (or reuse) the client on FileType ourselves
+    vim.api.nvim_create_autocmd('FileType', {
+      group = augroup,
+      callback = function(args)
+        if vim.bo[args.buf].buftype ~= '' then return end
+        if cfg.filetypes and not vim.tbl_contains(cfg.filetypes, vim.bo[args.buf].filetype) then return end
+        local c = vim.deepcopy(cfg)
+        if vim.api.nvim_buf_get_name(args.buf) == '' then return end
+        c.root_dir = vim.fs.root(args.buf, M.config.root_markers or { '.git' }) or vim.fn.getcwd()
+        vim.lsp.start(c, { bufnr = args.buf, reuse_client = cfg.reuse_client })
+      end,
+    })
+  end
+  return M
+end
+
+return M

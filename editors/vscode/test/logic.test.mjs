@@ -1,0 +1,64 @@
+// Pure logic of the extension (src/logic.ts, bundled to dist/logic.mjs by `npm test`).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { serverSettings, serverLaunch, presentStatus, partialAcceptParams, needsRestart } from '../dist/logic.mjs';
+
+const getter = (obj) => (key) => obj[key];
+
+test('serverSettings forwards known keys and leaves out empty endpoints/token', () => {
+  const s = serverSettings(getter({
+    endpoints: [], token: '', enabled: true, languages: { '*': true, markdown: false },
+    debounceMs: 40, maxTokens: 32, deadlineMs: 900, multilineMaxLines: 4, 'server.command': 'x',
+  }));
+  assert.deepEqual(s, { enabled: true, languages: { '*': true, markdown: false }, debounceMs: 40, maxTokens: 32,
+    deadlineMs: 900, multilineMaxLines: 4 });
+  assert.ok(!('endpoints' in s) && !('token' in s), 'empty values must not override the server environment');
+});
+
+test('serverSettings: endpoints as list or comma string, token, advanced merged last', () => {
+  assert.deepEqual(serverSettings(getter({ endpoints: [' ws://a/v1/ws ', '', 'ws://b/v1/ws'], token: 't' })),
+    { endpoints: ['ws://a/v1/ws', 'ws://b/v1/ws'], token: 't' });
+  assert.deepEqual(serverSettings(getter({ endpoints: 'ws://a/v1/ws, ws://b/v1/ws' })),
+    { endpoints: ['ws://a/v1/ws', 'ws://b/v1/ws'] });
+  assert.deepEqual(serverSettings(getter({ maxTokens: 8, advanced: { prefetch: false, maxTokens: 16 } })),
+    { maxTokens: 16, prefetch: false });
+  assert.deepEqual(serverSettings(getter({ languages: 'python' })), {}, 'a malformed languages value is dropped');
+});
+
+test('serverLaunch: default command, args, env and log file', () => {
+  const d = serverLaunch(getter({}), { PATH: '/bin', UNSET: undefined });
+  assert.deepEqual(d, { command: 'quickcode', args: ['lsp'], env: { PATH: '/bin' } });
+  const c = serverLaunch(getter({ 'server.command': '/opt/qc/bin/quickcode', 'server.args': ['lsp', '--log-level', 'debug'],
+    'server.env': { A: '1' }, 'server.logFile': '/tmp/qc.log' }), {});
+  assert.deepEqual(c, { command: '/opt/qc/bin/quickcode', args: ['lsp', '--log-level', 'debug'],
+    env: { A: '1', QUICKCODE_LSP_LOG: '/tmp/qc.log' } });
+});
+
+test('needsRestart only for the server section', () => {
+  assert.equal(needsRestart(s => s === 'quickcode.server'), true);
+  assert.equal(needsRestart(s => s === 'quickcode.maxTokens'), false);
+});
+
+test('presentStatus states and latency', () => {
+  assert.equal(presentStatus(undefined, { running: false, enabled: true }).state, 'stopped');
+  assert.equal(presentStatus(undefined, { running: true, enabled: true }).state, 'starting');
+  const c = presentStatus({ connected: true, endpoint: 'ws://x/v1/ws', recent_first_chunk_ms_p50: 87.4, acceptance_rate: 0.25 },
+    { running: true, enabled: true });
+  assert.equal(c.state, 'connected');
+  assert.equal(c.text, '$(zap) quickcode 87 ms');
+  assert.equal(c.ariaLabel, 'quickcode connected, first chunk p50 87 ms');
+  assert.match(c.tooltip, /acceptance: 25 %/);
+  const d = presentStatus({ connected: false, last_error: 'refused' }, { running: true, enabled: true });
+  assert.equal(d.state, 'disconnected');
+  assert.match(d.tooltip, /refused/);
+  assert.equal(presentStatus({ connected: true, enabled: false }, { running: true, enabled: true }).state, 'disabled');
+  assert.equal(presentStatus({ connected: true }, { running: true, enabled: false }).state, 'disabled');
+});
+
+test('partialAcceptParams clamps to the item text', () => {
+  const item = { insertText: 'return a + b', command: { title: '', command: 'quickcode.accept', arguments: [{ id: 'x', chars: 12 }] } };
+  assert.deepEqual(partialAcceptParams(item, 6), { item, acceptedLength: 6 });
+  assert.equal(partialAcceptParams(item, 99).acceptedLength, 12);
+  assert.equal(partialAcceptParams(item, 0), null);
+  assert.equal(partialAcceptParams({ insertText: { kind: 'snippet', value: 'ab' } }, 5).acceptedLength, 2);
+});
