@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context, nvim_binary
+from tests.e2e.editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context, nvim_binary
 
 pynvim = pytest.importorskip("pynvim")
 

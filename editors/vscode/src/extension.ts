@@ -68,6 +68,13 @@ async function startClient(): Promise<void> {
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
     initializationOptions: serverSettings(get),
     outputChannel: output,
+    middleware: {
+      // VS Code shows the suggestion as ghost text; the server's textDocument/completion fallback (one menu
+      // item with the same text, for editors without inline completion) would only duplicate it here and
+      // cost a second backend request per keystroke. `quickcode.completionMenu` turns it back on.
+      provideCompletionItem: (document, position, context, token, next) =>
+        get('completionMenu') === true ? next(document, position, context, token) : undefined,
+    },
     // a missing/broken backend must never bother the user with popups: the status bar says it
     initializationFailedHandler: (error) => { output.error(`quickcode server failed to initialize: ${error}`); return false; },
   };

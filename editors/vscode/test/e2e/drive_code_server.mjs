@@ -1,0 +1,116 @@
+// Drive a real VS Code 1.100.3 (code-server 4.100.3) in Debian's headless Chromium with playwright-core:
+// wait for the quickcode status-bar item, open a Python file, type like a user, wait for the ghost text
+// (textDocument/inlineCompletion through vscode-languageclient), screenshot it, accept with Tab, save.
+// Tries the given files in order until ghost text appears. Writes a JSON result.
+// Used by tests/e2e/test_vscode.py:
+//   CS_URL=http://127.0.0.1:PORT WS=/abs/workspace ATTEMPTS='[{"file":"a.py","typed":"self"}]' \
+//   SCREENSHOT=/abs/shot.png RESULT=/abs/result.json node drive_code_server.mjs
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const url = process.env.CS_URL ?? 'http://127.0.0.1:18080';
+const ws = process.env.WS;
+const attempts = JSON.parse(process.env.ATTEMPTS ?? '[]');
+const screenshot = process.env.SCREENSHOT;
+const resultPath = process.env.RESULT;
+const ghostTimeoutMs = Number(process.env.GHOST_TIMEOUT_MS ?? 25000);
+const loadTimeoutMs = Number(process.env.LOAD_TIMEOUT_MS ?? 180000);
+const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+
+const t0 = Date.now();
+const ms = () => Date.now() - t0;
+const res = { timings_ms: {}, attempts: [], console_errors: [] };
+const lap = (name) => { res.timings_ms[name] = ms(); };
+const nbsp = (s) => (s ?? '').replace(/\u00a0/g, ' ');
+const STATUS = '[aria-label^="quickcode "]';
+
+async function statusLabel(page) {
+  return page.$eval(STATUS, el => el.getAttribute('aria-label')).catch(() => null);
+}
+
+async function openFile(page, file) {
+  // Quick Open (Ctrl+P) is independent of the Explorer's state
+  await page.keyboard.press('Control+P');
+  await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input', { timeout: 20000 });
+  await page.keyboard.type(file, { delay: 20 });
+  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${file}"]`, { timeout: 20000 });
+  await page.keyboard.press('Enter');
+  await page.waitForSelector(`.tab.active[aria-label*="${file}"]`, { timeout: 20000 });
+  await page.waitForSelector('.monaco-editor.focused .view-lines', { timeout: 20000 });
+}
+
+async function readGhost(page) {
+  return page.evaluate(() => {
+    const inline = [...document.querySelectorAll('.monaco-editor.focused .ghost-text-decoration')]
+      .map(e => e.textContent).join('');
+    // lines after the first are rendered in a view zone below the cursor line
+    const more = [...document.querySelectorAll('.monaco-editor.focused .ghost-text .view-line')]
+      .map(e => e.textContent);
+    return { inline, more };
+  });
+}
+
+const browser = await chromium.launch({
+  executablePath: chromiumPath, headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on('console', m => { if (m.type() === 'error') res.console_errors.push(m.text().slice(0, 300)); });
+  await page.goto(`${url}/?folder=${encodeURIComponent(ws)}`, { timeout: loadTimeoutMs });
+  await page.waitForSelector('.monaco-workbench', { timeout: loadTimeoutMs });
+  lap('workbench');
+  // the extension activates on startup: its status-bar item appears, then reports the connection
+  await page.waitForSelector(STATUS, { timeout: loadTimeoutMs });
+  lap('status_item');
+  for (const attempt of attempts) {
+    const a = { file: attempt.file, typed: attempt.typed };
+    res.attempts.push(a);
+    await openFile(page, attempt.file);
+    await page.keyboard.press('Control+End');
+    await page.waitForFunction(sel => document.querySelector(sel)?.getAttribute('aria-label')?.startsWith('quickcode connected'),
+      STATUS, { timeout: 60000 });
+    a.opened_ms = ms();
+    const tType = Date.now();
+    await page.keyboard.type(attempt.typed, { delay: 60 });
+    try {
+      await page.waitForSelector('.monaco-editor.focused .ghost-text-decoration', { timeout: ghostTimeoutMs });
+    } catch {
+      a.ghost = null;
+      continue;
+    }
+    await page.waitForTimeout(300);          // let a multi-line view zone render
+    const ghost = await readGhost(page);
+    a.ghost_after_typing_ms = Date.now() - tType;
+    a.ghost = { inline: nbsp(ghost.inline), more: ghost.more.map(nbsp) };
+    if (!a.ghost.inline && a.ghost.more.length === 0) continue;
+    if (screenshot) await page.screenshot({ path: screenshot });
+    await page.keyboard.press('Tab');        // accept the inline suggestion
+    await page.waitForTimeout(200);
+    await page.keyboard.press('Control+S');
+    const file = path.join(ws, attempt.file);
+    const before = fs.readFileSync(file, 'utf8');
+    const deadline = Date.now() + 10000;
+    while (Date.now() < deadline && fs.readFileSync(file, 'utf8') === before) await page.waitForTimeout(100);
+    a.file_after_accept = fs.readFileSync(file, 'utf8');
+    a.accepted_ms = ms();
+    res.accepted = a;
+    break;
+  }
+  // latency shows in the status bar once a request was measured (the extension polls every 5 s)
+  await page.waitForFunction(sel => /first chunk p50/.test(document.querySelector(sel)?.getAttribute('aria-label') ?? ''),
+    STATUS, { timeout: 15000 }).catch(() => {});
+  res.status_label = await statusLabel(page);
+  res.status_text = await page.$eval(STATUS, el => el.textContent).catch(() => null);
+  if (!res.accepted && screenshot) await page.screenshot({ path: screenshot });
+} catch (e) {
+  res.error = String(e?.stack ?? e);
+} finally {
+  res.total_ms = ms();
+  await browser.close();
+  const out = JSON.stringify(res, null, 1);
+  if (resultPath) fs.writeFileSync(resultPath, out);
+  console.log(out);
+}

@@ -1,0 +1,183 @@
+"""A real VS Code 1.100.3 (code-server 4.100.3 from npm, in .tools/code-server) with the packaged extension
+(editors/vscode/dist/quickcode.vsix) installed by `--install-extension`, settings pointing it at the real
+language server and the session's real backend, driven in Debian's headless Chromium by playwright-core
+(editors/vscode/test/e2e/drive_code_server.mjs): open a Python file, type, wait for the ghost text,
+screenshot it (artifacts/code_server_ghost_text.png), accept with Tab, save, and check the file on disk is
+exactly what was there + typed + the ghost text; the status-bar item says connected.
+
+Needs `scripts/setup.sh editors` (make test runs it). Run alone: .venv/bin/python -m pytest -m vscode -s
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from tests.e2e.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, REPO, Timer, failure_context, tail
+
+pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
+
+CODE_SERVER = REPO / ".tools" / "code-server" / "node_modules" / ".bin" / "code-server"
+VSIX = REPO / "editors" / "vscode" / "dist" / "quickcode.vsix"
+DRIVER = REPO / "editors" / "vscode" / "test" / "e2e" / "drive_code_server.mjs"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SCREENSHOT = ARTIFACTS / "code_server_ghost_text.png"
+
+SETTINGS = {
+    "editor.inlineSuggest.enabled": True,
+    # no suggest widget competing for Tab (word-based suggestions); the ghost text is the UI under test
+    "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
+    "editor.suggestOnTriggerCharacters": False,
+    "editor.wordBasedSuggestions": "off",
+    "files.autoSave": "off",
+    "git.enabled": False,
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": False,
+    "workbench.enableExperiments": False,
+    "security.workspace.trust.enabled": False,
+    "extensions.autoUpdate": False,
+    "extensions.autoCheckUpdates": False,
+    "extensions.ignoreRecommendations": True,
+    "telemetry.telemetryLevel": "off",
+    "update.mode": "none",
+    "chat.disableAIFeatures": True,
+}
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def accepted_events(http_url: str) -> float:
+    """The backend's count of `accepted` telemetry events (all sessions)."""
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    m = re.search(r'^quickcode_completion_events_total\{[^}]*event="accepted"[^}]*\} ([0-9.e+]+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def last_inline_insert_text(lsp_log) -> list[str]:
+    """insertText of every non-empty inline-completion answer the server sent (pygls logs what it sends)."""
+    texts = []
+    for line in lsp_log.read_text(errors="replace").splitlines():
+        i = line.find("Sending data: ")
+        if i < 0 or '"insertText"' not in line:
+            continue
+        try:
+            body = json.loads(line[i + len("Sending data: "):])
+        except ValueError:
+            continue
+        for item in (body.get("result") or {}).get("items", []):
+            if isinstance(item.get("insertText"), str):
+                texts.append(item["insertText"])
+    return texts
+
+
+def test_vscode_ghost_text_accept_save(backend, tmp_path):
+    t = Timer()
+    if not CODE_SERVER.exists() or not VSIX.exists():
+        pytest.fail(f"code-server or the .vsix is missing ({CODE_SERVER}, {VSIX}): run scripts/setup.sh editors")
+    data, exts, ws = tmp_path / "data", tmp_path / "ext", tmp_path / "ws"
+    (data / "User").mkdir(parents=True)
+    exts.mkdir()
+    ws.mkdir()
+    lsp_log = tmp_path / "lsp.log"
+    cs_log = tmp_path / "code-server.log"
+    settings = {**SETTINGS, "quickcode.server.command": QUICKCODE, "quickcode.server.args": ["lsp"],
+                "quickcode.endpoints": [backend.ws_url], "quickcode.server.logFile": str(lsp_log)}
+    (data / "User" / "settings.json").write_text(json.dumps(settings, indent=1))
+    attempts = []
+    for i, (before, typed) in enumerate(CONTEXTS):
+        name = f"demo{i}.py"
+        (ws / name).write_text(before)
+        attempts.append({"file": name, "typed": typed, "before": before})
+
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data")}
+    inst = subprocess.run([str(CODE_SERVER), "--user-data-dir", str(data), "--extensions-dir", str(exts),
+                           "--install-extension", str(VSIX)], capture_output=True, text=True, timeout=300, env=env)
+    assert inst.returncode == 0 and "successfully installed" in inst.stdout, inst.stdout + inst.stderr
+    assert any(p.name.startswith("quickcode.quickcode-") for p in exts.iterdir()), list(exts.iterdir())
+    t.lap("extension_installed")
+
+    port = free_port()
+    accepted_before = accepted_events(backend.http_url)
+    with open(cs_log, "w") as log:
+        cs = subprocess.Popen(
+            [str(CODE_SERVER), "--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry",
+             "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
+             "--user-data-dir", str(data), "--extensions-dir", str(exts), str(ws)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    result_path = tmp_path / "result.json"
+    shot = tmp_path / "code_server_ghost_text.png"
+    res: dict = {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                    break
+            except Exception:
+                assert cs.poll() is None, "code-server exited:\n" + tail(cs_log)
+                time.sleep(0.3)
+        t.lap("code_server_up")
+        drv = subprocess.run(
+            ["node", str(DRIVER)], cwd=DRIVER.parent, capture_output=True, text=True, timeout=540,
+            env={**os.environ, "CS_URL": f"http://127.0.0.1:{port}", "WS": str(ws), "CHROMIUM": CHROMIUM,
+                 "ATTEMPTS": json.dumps([{"file": a["file"], "typed": a["typed"]} for a in attempts]),
+                 "SCREENSHOT": str(shot), "RESULT": str(result_path)})
+        t.lap("driver_done")
+        context = failure_context(lsp_log, backend, {"code-server log": cs_log}) + \
+            f"\n--- driver stderr:\n{drv.stderr[-3000:]}"
+        assert result_path.exists(), f"driver wrote no result (rc {drv.returncode})\n{context}"
+        res = json.loads(result_path.read_text())
+        print("[vscode] driver:", json.dumps({k: v for k, v in res.items() if k != "console_errors"}, indent=1))
+        assert not res.get("error"), f"{res['error']}\n{context}"
+        a = res.get("accepted")
+        assert a, f"no ghost text in any file: {res['attempts']}\n{context}"
+
+        # the file on disk is what was there + what was typed + exactly the suggestion shown
+        before = next(x["before"] for x in attempts if x["file"] == a["file"])
+        saved = a["file_after_accept"]
+        assert saved.startswith(before + a["typed"]), (saved, before + a["typed"])
+        inserted = saved[len(before + a["typed"]):]
+        ghost = a["ghost"]
+        assert inserted, "Tab inserted nothing"
+        assert inserted.startswith(ghost["inline"]), (inserted, ghost)
+        if ghost["more"]:
+            assert inserted == "\n".join([ghost["inline"], *ghost["more"]]), (inserted, ghost)
+        # ... and that text came from the real stack: the language server sent it as an inline item
+        sent = last_inline_insert_text(lsp_log)
+        assert inserted in sent, (inserted, sent[-5:])
+
+        assert res.get("status_label", "").startswith("quickcode connected"), res.get("status_label")
+        # the accept reached the backend (the item's quickcode.accept command, or typed-through inference)
+        deadline = time.monotonic() + 10
+        while accepted_events(backend.http_url) <= accepted_before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert accepted_events(backend.http_url) > accepted_before, "no accepted telemetry at the backend"
+        t.laps["ghost_after_typing_ms"] = a.get("ghost_after_typing_ms")
+        t.laps["browser_timings_ms"] = res.get("timings_ms")
+    finally:
+        if shot.exists():
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shutil.copy(shot, SCREENSHOT)
+            print(f"[vscode] screenshot: {SCREENSHOT}")
+        try:
+            os.killpg(cs.pid, signal.SIGTERM)
+            cs.wait(15)
+        except Exception:
+            try:
+                os.killpg(cs.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        t.report("vscode (code-server)")
