@@ -160,6 +160,9 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
         assert inserted in sent, (inserted, sent[-5:])
 
         assert res.get("status_label", "").startswith("quickcode connected"), res.get("status_label")
+        cmds = res.get("commands", {})
+        assert cmds.get("disabled") and cmds.get("enabled"), f"enable/disable commands: {cmds}"
+        assert cmds.get("latency_report"), f"latency report did not open: {cmds}"
         # the accept reached the backend (the item's quickcode.accept command, or typed-through inference)
         deadline = time.monotonic() + 10
         while accepted_events(backend.http_url) <= accepted_before and time.monotonic() < deadline:

@@ -40,6 +40,20 @@ async function openFile(page, file) {
   await page.waitForSelector('.monaco-editor.focused .view-lines', { timeout: 20000 });
 }
 
+async function runCommand(page, title) {
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('F1');
+  await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input', { timeout: 20000 });
+  await page.keyboard.type(title, { delay: 10 });
+  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${title}"]`, { timeout: 20000 });
+  await page.keyboard.press('Enter');
+}
+
+async function waitStatus(page, prefix) {
+  return page.waitForFunction(([sel, p]) => document.querySelector(sel)?.getAttribute('aria-label')?.startsWith(p),
+    [STATUS, prefix], { timeout: 20000 }).then(() => true).catch(() => false);
+}
+
 async function readGhost(page) {
   return page.evaluate(() => {
     const inline = [...document.querySelectorAll('.monaco-editor.focused .ghost-text-decoration')]
@@ -104,6 +118,18 @@ try {
     STATUS, { timeout: 15000 }).catch(() => {});
   res.status_label = await statusLabel(page);
   res.status_text = await page.$eval(STATUS, el => el.textContent).catch(() => null);
+  if (res.accepted) {
+    // the extension's commands, from the command palette like a user
+    res.commands = {};
+    await runCommand(page, 'quickcode: Disable inline completions');
+    res.commands.disabled = await waitStatus(page, 'quickcode disabled');
+    await runCommand(page, 'quickcode: Enable inline completions');
+    res.commands.enabled = await waitStatus(page, 'quickcode connected');
+    await runCommand(page, 'quickcode: Show latency report');
+    res.commands.latency_report = await page.waitForSelector('.tab[aria-label*="Preview"], .tab[aria-label*="Untitled"]',
+      { timeout: 20000 }).then(el => el.getAttribute('aria-label')).catch(() => null);
+    lap('commands');
+  }
   if (!res.accepted && screenshot) await page.screenshot({ path: screenshot });
 } catch (e) {
   res.error = String(e?.stack ?? e);
