@@ -72,13 +72,15 @@ def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Pa
 def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, export_dir: Path, *,
                 steps: int | None, minutes: float | None, teacher_dir: Path | None = None,
                 init_dir: Path | None = None, seed: int = 0, argv: list[str] | None = None) -> dict:
-    from draft_model.train import build_model, export, load_model, train
+    import torch
+
+    from draft_model.train import build_model, device, export, load_model, train
 
     tok_dir = data_dir / "tokenizer"
     teacher = None
     if teacher_dir is not None:
         tokmod.check_same_vocab(teacher_dir, tok_dir)
-        teacher = load_model(teacher_dir)
+        teacher = load_model(teacher_dir, torch.bfloat16 if device().type == "cuda" else torch.float32)
     model = load_model(init_dir) if init_dir else build_model(MODEL_SIZES[size_name], tok_dir, seed)
     n_params = sum(q.numel() for q in model.parameters())
     label = f"{'distil' if teacher is not None else 'train'} {size_name} ({n_params / 1e6:.2f}M)"

@@ -33,10 +33,15 @@ def build_model(size: ModelSize, tok_dir: Path, seed: int):
     return LlamaForCausalLM(cfg)
 
 
-def load_model(model_dir: Path):
+def load_model(model_dir: Path, dtype: torch.dtype = torch.float32):
     from transformers import LlamaForCausalLM
 
-    return LlamaForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    return LlamaForCausalLM.from_pretrained(model_dir, dtype=dtype)
+
+
+def device() -> torch.device:
+    """CUDA when there is one (the gpu profile), else the CPU (the embedded default)."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class Windows:
@@ -81,7 +86,9 @@ def evaluate(model, windows: list[torch.Tensor]) -> dict[str, float]:
     """Held-out next-token loss (nats), perplexity and top-1 accuracy."""
     model.eval()
     loss_sum, correct, n = 0.0, 0, 0
+    dev = next(model.parameters()).device
     for w in windows:
+        w = w.to(dev)
         logits = model(input_ids=w[:, :-1]).logits.float()
         y = w[:, 1:]
         loss_sum += F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="sum").item()
@@ -98,6 +105,10 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
     if p.threads:
         torch.set_num_threads(p.threads)
     out_dir.mkdir(parents=True, exist_ok=True)
+    dev = device()
+    model.to(dev)
+    if teacher is not None:  # a 13B teacher only fits one GPU in bf16; on the CPU keep fp32 (no native bf16)
+        teacher.to(dev, dtype=torch.bfloat16 if dev.type == "cuda" else None)
     ckpt_path = out_dir / "ckpt.pt"
     train_w = Windows(data_dir / "train.bin", p.seq_len, seed)
     eval_w = Windows(data_dir / "heldout.bin", p.seq_len, seed).fixed(p.eval_windows, p.batch_size)
@@ -107,7 +118,7 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
                              {"params": no_decay, "weight_decay": 0.0}], lr=p.lr, betas=(0.9, 0.95))
     step, total, history, elapsed_s = 0, steps, [], 0.0
     if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
+        state = torch.load(ckpt_path, weights_only=False, map_location=dev)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, total, history, elapsed_s = state["step"], state["total"], state["history"], state["elapsed_s"]
@@ -120,9 +131,9 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
     def one_step(i: int) -> float:
         for g in opt.param_groups:
             g["lr"] = lr_at(i, total or 10**9, p)
-        batch = train_w.batch(p.batch_size)
+        batch = train_w.batch(p.batch_size).to(dev, non_blocking=True)
         x, y = batch[:, :-1], batch[:, 1:]
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=p.bf16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=p.bf16):
             logits = fwd(input_ids=x).logits
             if teacher is None:
                 loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))

@@ -100,6 +100,21 @@ def test_wide_vocabulary_bins_round_trip(tmp_path):
     assert load_bin(path).tolist() == arr.tolist()
 
 
+def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
+    from backend.engine import engine_args
+    from backend.settings import Settings
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "gpu-13b-int8.toml"))
+    s = Settings()  # extra="forbid": a key that is not a Settings field fails here
+    assert (s.precision, s.spec_method, s.enforce_eager, s.enable_prefix_caching) == ("int8", "draft", False, True)
+    assert s.target_path == s.model_int8 and 0.5 < s.gpu_memory_utilization < 1.0
+    args = engine_args(s)
+    assert args.speculative_config == {"method": "draft_model", "model": str(s.draft_model),
+                                       "num_speculative_tokens": s.num_speculative_tokens}
+    assert args.model == str(s.model_int8) and args.enforce_eager is False and args.enable_prefix_caching is True
+
+
 # ── the pipeline on tiny data ────────────────────────────────────────────────────────────────────────────────
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
