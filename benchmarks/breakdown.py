@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 import asyncio
 import statistics
 
@@ -22,6 +23,9 @@ COMPONENTS = [
 ]
 
 
+_T0 = 0.0
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default="ws://127.0.0.1:8765/v1/ws", help="the backend to measure")
     p.add_argument("--start", action="store_true", help="start a backend of its own instead of using --url")
@@ -34,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    global _T0
+    _T0 = time.time()
     corpus = CodeCorpus(seed=args.seed)
     backend = start_backend("breakdown", list(args.set)) if args.start else backend_from_url(args.url)
     try:
@@ -61,7 +67,7 @@ def run(args: argparse.Namespace) -> dict:
     spec_a = sum(o.timing.get("spec_accepted", 0) for o in served)
     cached = sum(o.timing.get("cached_tokens", 0) for o in served) / max(1, sum(o.timing["prompt_tokens"] for o in served))
     print(md_table(["component", "p50 ms", "p95 ms", "share"], table), flush=True)
-    report = Report("breakdown", "Latency breakdown of a completion (the seed-style table)")
+    report = Report("breakdown", "Latency breakdown of a completion (the seed-style table)", started=_T0)
     report.add(f"""
 {len(served)} of {len(outs)} requests served by `{backend.ws_url}` ({args.concurrency} at a time), prompts of
 {args.prompt_tokens} tokens of real Python source (fresh text each: no prefix-cache help), `max_tokens`

@@ -113,6 +113,9 @@ async def open_loop_block(backend: Backend, schedule: list[tuple[float, str, int
     return outs, t0
 
 
+_T0 = 0.0
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=None, help="a running backend started with --set debug_endpoints=true")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings of the backend started")
@@ -133,6 +136,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    global _T0
+    _T0 = time.time()
     progress("loading the code corpus and the trace's length mix")
     corpus = CodeCorpus(seed=args.seed)
     work = Workload(corpus, args.trace, args.max_prompt_tokens, args.max_output_tokens, args.seed)
@@ -224,7 +229,7 @@ def _report(args, work: Workload, r: dict) -> dict:
     ours = _mode_stats(r["blocks"], "latency", slo_s, args.block_s)
     ratio = ours["goodput_rps"] / fifo["goodput_rps"] if fifo["goodput_rps"] else float("inf")
     p95_ok = ours["served_ttft_ms"]["p95"] <= 2 * unl["p95"]
-    report = Report("overload", "Overload A/B: latency-aware scheduler vs FIFO at ~3× the sustainable rate")
+    report = Report("overload", "Overload A/B: latency-aware scheduler vs FIFO at ~3× the sustainable rate", started=_T0)
     report.add(f"""
 One backend (one warm vLLM engine), its scheduler switched between blocks through `POST /debug/scheduler`
 (`debug_endpoints=true`): **fifo** = the baseline, every request passed to vLLM as it arrives (vLLM batches up

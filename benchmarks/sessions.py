@@ -106,6 +106,9 @@ def _lag(before: dict, after: dict) -> dict:
             "cpu_within_10ms": share_within(hc, 0.01)}
 
 
+_T0 = 0.0
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", default=None, help="a running backend (then give --pid for its memory)")
     p.add_argument("--pid", type=int, default=None, help="pid of the backend process at --url")
@@ -117,6 +120,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    global _T0
+    _T0 = time.time()
     raise_nofile()
     backend = backend_from_url(args.url) if args.url else start_backend("sessions", list(args.set))
     pid = args.pid or backend.pid
@@ -204,7 +209,7 @@ def _report(args, r: dict) -> dict:
     sessions_end = r["m_end"].get("quickcode_sessions", float("nan"))
     server_ended = sum(r["m_end"].get(k, 0) - r["m_idle2"].get(k, 0) for k in r["m_end"]
                        if k.startswith("quickcode_requests_total{"))
-    report = Report("sessions", f"{args.sessions:,} concurrent WebSocket sessions on one backend process")
+    report = Report("sessions", f"{args.sessions:,} concurrent WebSocket sessions on one backend process", started=_T0)
     report.add(f"""
 One `quickcode serve` process (uvicorn, `ws="websockets-sansio"`, uvloop; the vLLM engine runs in its own
 processes) on loopback; {args.workers} client processes (asyncio + `websockets`) open the sessions (hello →

@@ -183,6 +183,9 @@ def plot(report: Report, outcomes: list[Outcome], t0: float, slo_s: float) -> li
     return [path.name]
 
 
+_T0 = 0.0
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="CSV: TIMESTAMP,ContextTokens,GeneratedTokens")
     p.add_argument("--speed", type=float, default=0.1, help="time scale: 2 = twice as fast as recorded")
@@ -201,6 +204,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
+    global _T0
+    _T0 = time.time()
     slo_s = args.slo_ms / 1000
     progress("loading the trace and the code corpus")
     rows = load_trace(args.trace)
@@ -224,7 +229,7 @@ def run(args: argparse.Namespace) -> dict:
     s = summarize(outcomes, slo_s, args.duration_s)
     server_counts = {k.split('"')[1]: int(after[k] - before.get(k, 0)) for k in after
                      if k.startswith("quickcode_requests_total{")}
-    report = Report("trace", "Trace replay (Azure code-completion trace over WebSockets)")
+    report = Report("trace", "Trace replay (Azure code-completion trace over WebSockets)", started=_T0)
     report.add(f"""
 Replay of `{args.trace.name}` from t = {args.start_s:g} s of trace time, **speed ×{args.speed:g}**, for
 {args.duration_s:g} s of wall time: {s['requests']} requests ({s['offered_rps']} req/s offered on average; the
