@@ -218,3 +218,40 @@ def test_neovim_completion_menu_fallback(backend, tmp_path):
         t.report("neovim completion fallback")
         nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
         nvim.close()
+
+
+def test_neovim_accept_word_reports_partial(backend, tmp_path):
+    """<M-Right> inserts the next word of the ghost text and sends textDocument/didPartiallyAcceptCompletion."""
+    t = Timer()
+    lsp_log = tmp_path / "lsp.log"
+    path = tmp_path / "word.py"
+    path.write_text("")
+    nvim = start_nvim(tmp_path, backend, lsp_log, "auto")
+    try:
+        open_and_connect(nvim, path)
+        ghost = None
+        for before, typed in CONTEXTS:
+            set_context(nvim, before)
+            nvim.input(typed)
+            ghost = wait_until(lambda: ghost_text(nvim), GHOST_TIMEOUT_S)
+            if ghost and ghost.strip() and "\n" not in ghost.split()[0]:
+                break
+        t.lap("ghost_text_shown")
+        assert ghost and ghost.strip(), "no ghost text in any context\n" + failure_context(lsp_log, backend)
+        word = nvim.exec_lua("return require('quickcode')._partial(...)", ghost, "word")
+        assert word and ghost.startswith(word)
+        before_accept = buffer_text(nvim)
+        expected = insert_at(before_accept, cursor_offset(nvim), word)
+        nvim.input("<M-Right>")
+        assert wait_until(lambda: buffer_text(nvim) != before_accept, 5.0), "accept-word did nothing"
+        assert buffer_text(nvim) == expected, (buffer_text(nvim), expected)
+        stats = wait_until(lambda: (lambda s: s if s and s["outcomes"]["partial"] >= 1 else None)(
+            nvim.exec_lua("return (require('quickcode').exec('quickcode.stats'))")), 5.0, step=0.1)
+        if len(word) < len(ghost):
+            assert stats, "didPartiallyAcceptCompletion did not reach the server"
+        t.lap("accepted_word")
+        print(f"[neovim accept word] ghost={ghost!r} word={word!r}")
+    finally:
+        t.report("neovim accept word")
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
+        nvim.close()
