@@ -106,22 +106,27 @@ def test_engine_death_turns_readyz_red_and_every_request_gets_a_typed_error(back
     sse.start()
     assert sse_started.wait(30)
 
+    readyz: dict = {}
+
+    def watch_readyz():   # polls on its own, so the time to red is not the time to read the WebSocket
+        while time.perf_counter() - t_kill < 10:
+            status, body = http_get(f"{b.http_url}/readyz")
+            if status == 503:
+                readyz.update(s=time.perf_counter() - t_kill, body=json.loads(body))
+                return
+            time.sleep(0.005)
+
     t_kill = time.perf_counter()
     core.kill()
+    watcher = threading.Thread(target=watch_readyz, daemon=True)
+    watcher.start()
     res = read_until_terminal(ws, "running", t_kill, timeout_s=10)
     record("engine_kill_running_request_error", res.elapsed_s)
     assert res.kind == "error" and res.code == "engine_unavailable", res.terminal
-
-    red = None
-    while time.perf_counter() - t_kill < 10:
-        status, body = http_get(f"{b.http_url}/readyz")
-        if status == 503:
-            red = time.perf_counter() - t_kill
-            break
-        time.sleep(0.005)
-    assert red is not None, "/readyz never turned red"
-    record("engine_kill_readyz_red", red)
-    assert json.loads(body) == {"ready": False, "reason": "engine core died"}
+    watcher.join(10)
+    assert "s" in readyz, "/readyz never turned red"
+    record("engine_kill_readyz_red", readyz["s"])
+    assert readyz["body"] == {"ready": False, "reason": "engine core died"}
     status, body = http_get(f"{b.http_url}/healthz")   # liveness fails too: restart the pod
     assert status == 503 and json.loads(body)["status"] == "engine_dead"
 
@@ -144,8 +149,9 @@ def test_engine_death_turns_readyz_red_and_every_request_gets_a_typed_error(back
         c.close()
     http.close()
 
-    # nothing leaks: every engine process (the core's workers too) is gone
-    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t0 < 20:
+    # nothing leaks: every engine process is gone (the core's orphaned worker notices its parent's death
+    # through vLLM's death pipe and exits by itself — seconds on an idle machine, ~20 s on a loaded one)
+    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t0 < 60:
         time.sleep(0.05)
     left = [p for p in engine_procs if _alive(p)]
     record("engine_kill_processes_gone", time.perf_counter() - t_kill)
@@ -161,6 +167,7 @@ def test_sigterm_drains_running_requests_then_closes_sessions_1001(backends):
     _wait_first_chunk(a, "long")
     short_t0 = time.perf_counter()
     other.send(json.dumps({"kind": "complete", "id": "short", "prefix": "def f(x):\n", "max_tokens": 24}))
+    _wait_first_chunk(other, "short")   # running before the signal (not merely sent)
 
     t_term = time.perf_counter()
     os.kill(b.proc.pid, signal.SIGTERM)   # the main process only, as Kubernetes does (the engine is its child)
