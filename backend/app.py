@@ -157,8 +157,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 if key not in ("mode", "ttft_budget_s", "max_running", "shed_enabled", "per_user_inflight"):
                     return JSONResponse({"error": f"unknown field {key!r}"}, status_code=400)
                 setattr(cfg, key, type(getattr(cfg, key))(value))
-            return {k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
-                                                 "per_user_inflight")}
+            rates = svc.sched.rates
+            return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
+                                                    "per_user_inflight")},
+                    "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,
+                              "output_tokens": rates.output_tokens}}
 
     from backend.openai_api import register as register_openai
 

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from benchmarks.loadgen import (Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
+from benchmarks.loadgen import (REPO, Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
                                 start_backend)
 from benchmarks.report import Report, md_table, pcts
 from benchmarks.trace import DEFAULT_TRACE, classify, load_trace, response_s
@@ -181,13 +181,21 @@ async def _run(args, backend: Backend, work: Workload) -> dict:
         times.append(t)
     shapes = [work.rng.choice(work.lengths) for _ in times]
     blocks = []
+    dump = REPO / "artifacts" / "bench" / "overload_requests.jsonl"   # every request, for analysis
+    dump.unlink(missing_ok=True)
     for b, mode in enumerate(args.blocks.split(",")):
         await wait_idle(backend)
-        set_scheduler(backend, mode=mode, ttft_budget_s=budget_s)
+        cfg = set_scheduler(backend, mode=mode, ttft_budget_s=budget_s)
+        progress(f"  rates before the block: {cfg['rates']}")
         schedule = [(at, corpus_text(work, n), n, out) for at, (n, out) in zip(times, shapes)]
         progress(f"block {b + 1}: {mode}, {len(schedule)} requests in {args.block_s:g} s")
         outs, t0 = await open_loop_block(backend, schedule, args.users, drain_s)
         blocks.append({"mode": mode, "outcomes": outs, "t0": t0})
+        dump.parent.mkdir(parents=True, exist_ok=True)
+        with open(dump, "a") as f:
+            for o in outs:
+                f.write(json.dumps({"block": b, "mode": mode, "t_send_s": o.t_send - t0, "prompt_tokens": o.prompt_tokens,
+                                    "ttft_s": response_s(o), "finish": o.finish, "timing": o.timing}) + "\n")
         kinds = [classify(o) for o in outs]
         good = sum(1 for o, k in zip(outs, kinds) if k == "served" and response_s(o) <= slo_s)
         progress(f"  served {kinds.count('served')}, shed {kinds.count('shed')}, unfinished "
