@@ -284,6 +284,8 @@ class Completer:
                 elif flight.listeners == 0 and self._enough(flight):
                     self._stop_early(flight)
         finally:
+            if isinstance(stream.end, (Lost, Error)) and not flight.finished:
+                flight.extra["lost"] = True       # connection or engine lost mid-stream: answer empty, cache nothing
             flight.finished = True
             self.inflight.remove(flight)
             self._to_cache(flight)
@@ -310,7 +312,8 @@ class Completer:
 
     def _to_cache(self, flight: Flight) -> None:
         """Keep what a request streamed for the positions ahead (once; not for cancelled requests)."""
-        if not self.cfg.cache or not flight.streamed or flight.extra.get("cancelled") or flight.extra.get("cached"):
+        if (not self.cfg.cache or not flight.streamed or flight.extra.get("cached") or flight.extra.get("cancelled")
+                or flight.extra.get("lost")):
             return
         flight.extra["cached"] = True
         keep = flight.streamed
@@ -341,7 +344,7 @@ class Completer:
         try:
             while True:
                 fit = flight.fit(ctx.prefix, ctx.suffix_head)
-                if fit is Fit.STALE or flight.extra.get("cancelled"):
+                if fit is Fit.STALE or flight.extra.get("cancelled") or flight.extra.get("lost"):
                     return "", typed
                 final = False
                 if fit is Fit.REUSABLE:
