@@ -221,7 +221,7 @@ class Channel:
             if self._closed:
                 return
             attempt += 1
-            delay = min(5.0, 0.05 * 2 ** min(attempt, 7))
+            delay = min(2.0, 0.05 * 2 ** min(attempt, 6))      # 0.1 s, 0.2 s, … capped at 2 s
             await asyncio.sleep(delay * random.uniform(0.5, 1.5))   # jitter: replicas restart, clients don't stampede
 
     def _dispatch(self, data: str | bytes) -> None:
