@@ -83,26 +83,30 @@ class SchedulerConfig:
 @dataclass
 class RateModel:
     """Measured engine speed (EWMA). Prefill in prompt tokens/s of the engine (prefills are serial);
-    decode in tokens/s of one running request; output in tokens per finished request."""
+    decode in tokens/s of one running request; output as the share of `max_tokens` a request generates
+    before it stops by itself. One sample moves an estimate at most ×4 (outliers: a prompt from the prefix
+    cache, a step that batched several prefills)."""
     prefill_tok_s: float = 20_000.0
     decode_tok_s: float = 100.0
-    output_tokens: float = 16.0
+    output_fill: float = 0.5
     alpha: float = 0.2
     samples: int = field(default=0)
 
     def observe_prefill(self, tokens: int, seconds: float) -> None:
         if tokens > 0 and seconds > 0:
-            self.prefill_tok_s += self.alpha * (tokens / seconds - self.prefill_tok_s)
+            rate = min(max(tokens / seconds, self.prefill_tok_s / 4), self.prefill_tok_s * 4)
+            self.prefill_tok_s += self.alpha * (rate - self.prefill_tok_s)
             self.samples += 1
 
     def observe_decode(self, tokens: int, seconds: float) -> None:
         if tokens > 0 and seconds > 0:
-            self.decode_tok_s += self.alpha * (tokens / seconds - self.decode_tok_s)
+            rate = min(max(tokens / seconds, self.decode_tok_s / 4), self.decode_tok_s * 4)
+            self.decode_tok_s += self.alpha * (rate - self.decode_tok_s)
 
-    def observe_output(self, tokens: int) -> None:
-        """Tokens a request generated before it stopped by itself (stop or length)."""
-        if tokens > 0:
-            self.output_tokens += self.alpha * (tokens - self.output_tokens)
+    def observe_output(self, tokens: int, max_tokens: int) -> None:
+        """A request generated `tokens` of its `max_tokens` before it stopped by itself (stop or length)."""
+        if tokens > 0 and max_tokens > 0:
+            self.output_fill += self.alpha * (min(1.0, tokens / max_tokens) - self.output_fill)
 
 
 class Scheduler:
@@ -126,8 +130,8 @@ class Scheduler:
         return 0.0 if first is None else first - job.arrival_s
 
     def _expected_tokens(self, job: Job) -> float:
-        """Tokens `job` will still generate: the measured mean output, capped by max_tokens, at least one more."""
-        total = min(float(job.max_tokens), max(self.rates.output_tokens, job.generated + 1.0))
+        """Tokens `job` will still generate: the measured share of max_tokens, at least one more."""
+        total = min(float(job.max_tokens), max(self.rates.output_fill * job.max_tokens, job.generated + 1.0))
         return max(1.0, total - job.generated)
 
     def _forecast(self, now: float, budget_s: float | None = None) -> tuple[dict[Key, float], list[Job]]:

@@ -73,6 +73,7 @@ class CompletionService:
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task | None = None
         self._prefill_free_s = 0.0  # when the engine last finished a prefill: prefills run one after another
+        self._prefill_sample = [0.0, 0, 0.0]   # [begin, uncached tokens, end] not yet given to the rate model
         self.closing = False
         metrics.LIVE.set_function(lambda: len(self.requests))
 
@@ -171,10 +172,7 @@ class CompletionService:
                 if req.t_first is None:
                     req.t_first = now
                     req.cached_tokens = d.num_cached_tokens
-                    # the scheduler's model: prefills are serial, and its forecast counts whole prompts
-                    begin = max(req.t_start, self._prefill_free_s)
-                    self.sched.rates.observe_prefill(len(req.prompt_ids), now - begin)
-                    self._prefill_free_s = now
+                    self._observe_prefill(req, len(req.prompt_ids) - d.num_cached_tokens, now)
                 elif req.t_second is None:
                     req.t_second = now
                 req.t_last = now
@@ -199,9 +197,23 @@ class CompletionService:
         if req.output_tokens > 1 and req.t_first is not None:
             self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
         if not msg.prefill_only and finish in (FinishReason.STOP, FinishReason.LENGTH):
-            self.sched.rates.observe_output(req.output_tokens)
+            self.sched.rates.observe_output(req.output_tokens, msg.max_tokens)
         self._end(req, finish, abort=False)
         self._apply(self.sched.finished(req.key, time.perf_counter()))
+
+    def _observe_prefill(self, req: Request, uncached: int, now: float) -> None:
+        """Feed the scheduler's serial-prefill model: this prefill began when the previous one ended (or when
+        the request entered the engine). First tokens that come out of the same engine step (within 2 ms)
+        were prefilled together: they make one sample."""
+        sample = self._prefill_sample
+        if now - sample[2] <= 0.002:
+            sample[1] += uncached
+            sample[2] = now
+        else:
+            if sample[1]:
+                self.sched.rates.observe_prefill(sample[1], sample[2] - sample[0])
+            sample[:] = [max(req.t_start, self._prefill_free_s), uncached, now]
+        self._prefill_free_s = now
 
     def _end(self, req: Request, reason: FinishReason, *, abort: bool, error: Error | None = None) -> None:
         if req.ended:

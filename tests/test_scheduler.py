@@ -12,8 +12,8 @@ from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerC
 
 
 def sched(**cfg) -> Scheduler:
-    """A scheduler with known, round rates: 10,000 prompt tokens/s, 100 tokens/s decode, 10 output tokens."""
-    rates = RateModel(prefill_tok_s=10_000.0, decode_tok_s=100.0, output_tokens=10.0)
+    """A scheduler with known, round rates: 10,000 prompt tokens/s, 100 tokens/s decode, 10 of 64 output tokens."""
+    rates = RateModel(prefill_tok_s=10_000.0, decode_tok_s=100.0, output_fill=10 / 64)
     return Scheduler(SchedulerConfig(**{"max_running": 2, "per_user_inflight": 2, "ttft_budget_s": 0.2, **cfg}), rates)
 
 
@@ -389,3 +389,32 @@ def test_invariants_hold_over_random_event_sequences(ops, max_running, cap, shar
     # invariant 6: every submitted request ended exactly once, and the scheduler holds nothing
     assert ends_seen == {k: 1 for k in state}
     assert not s.jobs and not s.queue and not s.running and not s.by_user
+
+
+def test_the_rate_model_follows_the_engine_but_one_outlier_moves_it_at_most_4x():
+    r = RateModel(prefill_tok_s=1000.0, decode_tok_s=20.0, output_fill=0.5)
+    r.observe_prefill(1500, 1e-5)                         # two prefills batched in one step: a bogus sample
+    assert r.prefill_tok_s == pytest.approx(1000 + 0.2 * (4000 - 1000))
+    for _ in range(40):
+        r.observe_prefill(3000, 1.0)
+        r.observe_decode(50, 1.0)
+        r.observe_output(64, 64)                          # every request runs to max_tokens
+    assert r.prefill_tok_s == pytest.approx(3000, rel=0.01)
+    assert r.decode_tok_s == pytest.approx(50, rel=0.01) and r.output_fill == pytest.approx(1.0, abs=0.01)
+
+
+def test_slot_waits_use_each_running_requests_own_max_tokens():
+    s = sched(max_running=1, ttft_budget_s=5.0)
+    s.rates.output_fill = 1.0                             # requests run to max_tokens
+    s.submit(job("a", prompt_tokens=100, max_tokens=8, key="short"), 0.0)
+    s.progress("short", 1)
+    b = job("b", prompt_tokens=100, key="b")
+    s.submit(b, 0.0)
+    assert s.predicted_ttft_s(b, 0.0) == pytest.approx(7 / 100 + 0.01)   # 7 tokens left at 100/s, then prefill
+    s.cancel("b", 0.0)
+    s.finished("short", 0.0)
+    s.submit(job("a", prompt_tokens=100, max_tokens=64, key="long"), 0.0)
+    s.progress("long", 1)
+    c = job("c", prompt_tokens=100, key="c")
+    s.submit(c, 0.0)
+    assert s.predicted_ttft_s(c, 0.0) == pytest.approx(63 / 100 + 0.01)
