@@ -219,7 +219,8 @@ def _mode_stats(blocks: list[dict], mode: str, slo_s: float, block_s: float) -> 
     return {"requests": len(outs), "served": len(served), "shed": kinds.count("shed"),
             "unfinished": kinds.count("unfinished"), "errors": kinds.count("error"),
             "superseded": kinds.count("superseded"), "good": good,
-            "goodput_rps": good / (n_blocks * block_s), "goodput_share": good / len(outs) if outs else 0.0,
+            "goodput_rps": good / (n_blocks * block_s) if n_blocks else 0.0,
+            "goodput_share": good / len(outs) if outs else 0.0,
             "served_ttft_ms": {k: v * 1000 for k, v in pcts(served).items()},
             "shed_answer_ms": {k: v * 1000 for k, v in pcts([response_s(o) for o, k in zip(outs, kinds)
                                                                if k == "shed"]).items()}}
