@@ -161,7 +161,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
                                                     "per_user_inflight")},
                     "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,
-                              "output_tokens": rates.output_tokens}}
+                              "output_fill": rates.output_fill}}
 
     from backend.openai_api import register as register_openai
 
