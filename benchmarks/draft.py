@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -35,8 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=8, help="draft tokens per step in the vLLM draft run")
     p.add_argument("--ngram", action="store_true", help="also run ngram prompt lookup (one more engine)")
     p.add_argument("--int8-draft", action="store_true", help="also run the INT8 target with the draft")
+    p.add_argument("--baseline-draft", type=Path, default=None,
+                   help="another draft (e.g. trained from scratch) to compare offline on the same trajectories")
     p.add_argument("--skip-vllm", action="store_true", help="offline figures only")
-    p.add_argument("--loss-windows", type=int, default=16, help="held-out windows scored in vLLM")
+    p.add_argument("--loss-windows", type=int, default=32, help="held-out windows (PyTorch and vLLM score the same)")
     p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-draft", help="engine logs")
 
 
@@ -117,12 +120,18 @@ def run(args: argparse.Namespace) -> dict:
     tokmod.check_same_vocab(args.target, args.draft)
     data = args.data if args.data.exists() else None
     rep = Report("draft", "Draft model: acceptance by code pattern, speed-ups, INT8")
+    load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
     cfg = EvalConfig(n_prompts=args.prompts, max_new_tokens=args.max_tokens, max_prompt_tokens=args.max_prompt_tokens,
-                     k_max=max(8, args.k))
+                     k_max=max(8, args.k), loss_windows=args.loss_windows)
     cases = fim_cases(args.target, data, args.prompts)
     print(f"[bench draft] offline evaluation on {len(cases)} held-out prompts", file=sys.stderr, flush=True)
     off = evaluate_pair(args.target, args.draft, data, cfg, cases=cases)
+    base = None
+    if args.baseline_draft is not None:
+        from draft_model.evaluate import compare_draft
+
+        base = compare_draft(off, args.baseline_draft, cfg)
     offline_s = time.perf_counter() - t0
     tok = tokmod.load(args.target)
     k = args.k
@@ -141,8 +150,8 @@ def run(args: argparse.Namespace) -> dict:
         int8_note = f"{args.int8} does not exist: run `quickcode model quantize` to measure INT8."
     if not args.skip_vllm:
         prompts = prompt_ids(args.target, cases, args.max_prompt_tokens)
-        seq = min(512, json.loads((args.target / "config.json").read_text())["max_position_embeddings"] - 1)
-        windows = [w.tolist() for batch in heldout_windows(args.target, data, seq, args.loss_windows) for w in batch]
+        seq = min(cfg.seq_len, json.loads((args.target / "config.json").read_text())["max_position_embeddings"] - 1)
+        windows = [w.tolist() for batch in heldout_windows(args.target, data, seq, cfg.loss_windows) for w in batch]
         base = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
         plan = [("bf16 plain", {"spec_method": "off"}, True),
                 (f"bf16 + draft K={k}", {"spec_method": "draft", "num_speculative_tokens": k}, False)]
@@ -218,7 +227,21 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
                  f"acceptance from K={k} (vLLM)", "tokens/step (vLLM)", "expected speed-up", "simulated speed-up"],
                 krows))
 
+    if base is not None:
+        brows = [[p, f"{off['patterns'][p]['alpha_k5']:.0%}", f"{base['patterns'][p]['alpha_k5']:.0%}"]
+                 for p in PATTERNS if off["patterns"][p]["tokens"]]
+        brows += [[f"acceptance K={r['k']}", f"{r['acceptance_rate']:.3f}", f"{b['acceptance_rate']:.3f}"]
+                  for r, b in zip(per_k, base["per_k"]) if r["k"] in (1, 3, 5, 8)]
+        brows.append(["expected speed-up K=5", f"{per_k[4]['expected_speedup']:.2f}x (c={c:.2f})",
+                      f"{base['per_k'][4]['expected_speedup']:.2f}x (c={base['cost_ratio']:.2f})"])
+        bcmd = base["provenance"].get("command", "?")
+        rep.add(f"## Against the baseline draft `{args.baseline_draft}`\n\nSame target trajectories; baseline "
+                f"made by `{bcmd}`. Rows by pattern are α at K=5.\n\n" + md_table(
+                    ["", f"draft ({args.draft.name})", f"baseline ({args.baseline_draft.name})"], brows))
+
     if runs:
+        load_note = (f"Load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores): "
+                     "engines run one after another, so other work on the machine adds noise to each row.")
         srows = []
         for name, s in speeds.items():
             r = runs[name]
@@ -232,7 +255,7 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
         rep.add("## Speed in vLLM (batch 1, sequential requests)\n\n"
                 "tokens/s = output tokens / request time; decode tokens/s excludes the first token; speed-up = "
                 "total request time of bf16 plain / this run's; identical = greedy completions token-identical to "
-                "the plain run of the same precision.\n\n" + md_table(
+                "the plain run of the same precision. " + load_note + "\n\n" + md_table(
                     ["engine", "tokens/s", "decode tokens/s", "e2e p50 ms", "e2e p95 ms", "TTFT p50 ms",
                      "speed-up", "identical to plain", "engine start s"], srows))
         if drafted and vk:
@@ -312,7 +335,11 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
             "spec_identical_to_plain": exact,
             "tokens_per_s": {n: round(s["tokens_per_s"], 1) for n, s in speeds.items()},
             "idiom_line_exact": round(off["idiom_exact"], 3), "prompts": len(cases), "offline_s": round(offline_s, 1),
+            **({"baseline_acceptance_k5": round(base["per_k"][4]["acceptance_rate"], 4)} if base else {}),
             **int8}
+    for section in rep.sections:  # the tables on stdout too; the headline JSON stays the last line
+        if not section.startswith("!["):
+            print(section)
     return rep.finish(head)
 
 

@@ -480,13 +480,14 @@ def evaluate_pair(target_dir: Path, draft_dir: Path | None, data_dir: Path | Non
         g = greedy(target, p, cfg.max_new_tokens + cfg.k_max, eot)
         n = min(len(g), cfg.max_new_tokens)
         text, spans, special = token_spans(tok, case["prefix"], g[:n])
-        rec = {"prompt_tokens": len(p), "tokens": g[:n], "n_tokens": n,
+        rec = {"prompt_tokens": len(p), "tokens": g[:n], "n_tokens": n, "continuation": g,
                "patterns": classify_tokens(text, spans, special)}
         if draft is not None:
             rec["agree"] = draft_agreement(draft, p, g)
         records.append(rec)
     result["generate_s"] = round(time.perf_counter() - t0, 1)
     result["records"] = records
+    result["cases"] = cases
 
     if draft is not None:
         ctx = int(np.median([r["prompt_tokens"] for r in records])) + cfg.max_new_tokens // 2
@@ -501,6 +502,23 @@ def evaluate_pair(target_dir: Path, draft_dir: Path | None, data_dir: Path | Non
     result["idioms"] = done
     result["idiom_exact"] = sum(d["exact"] for d in done) / max(1, len(done))
     return result
+
+
+def compare_draft(result: dict, draft_dir: Path, cfg: EvalConfig = EvalConfig()) -> dict:
+    """Acceptance tables of another draft (e.g. one trained from scratch) on the same target trajectories
+    as `result` (of evaluate_pair), with its own cost ratio."""
+    target_dir = Path(result["target"])
+    tokmod.check_same_vocab(target_dir, Path(draft_dir))
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    draft = load(draft_dir)
+    cases = result["cases"]
+    prompts = prompt_ids(target_dir, cases, cfg.max_prompt_tokens)
+    records = [{**r, "agree": draft_agreement(draft, p, r["continuation"])} for r, p in zip(result["records"], prompts)]
+    ms = result["decode_step_ms"]
+    d_ms = decode_step_ms(draft, ms["context_tokens"], vocab=tokmod.load(target_dir).get_vocab_size())
+    return {"draft": str(draft_dir), "cost_ratio": d_ms / ms["target"], "provenance": provenance(draft_dir),
+            **acceptance_tables(records, d_ms / ms["target"], cfg.k_max)}
 
 
 def headline(result: dict) -> dict:
