@@ -20,6 +20,7 @@ from backend.fim import FimTemplate
 from backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")
+ENGINE_SHUTDOWN_TIMEOUT_S = 2.0
 
 
 @dataclass
@@ -148,7 +149,9 @@ class Engine:
 
     def shutdown(self) -> None:
         if self.llm is not None:
-            self.llm.shutdown()
+            # the drain is over and nothing is running: after this the EngineCore is killed rather than waited
+            # for (vLLM's default 5 s; a loaded machine needs all of it to tear torch down)
+            self.llm.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
 
     @property
     def ready(self) -> bool:

@@ -1,7 +1,8 @@
 """`quickcode serve`: uvicorn around the app factory, with a shutdown that drains before it closes.
 
 On SIGTERM/SIGINT the first signal starts the drain (new requests get `shutting_down`, running ones may
-finish until `shutdown_drain_s`, then every session is closed with 1001); uvicorn stops after that.
+finish until `shutdown_drain_s`, then every session is closed with 1001); uvicorn stops after that, the engine
+is shut down and the process exits at once.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import logging
 import os
 import resource
+import sys
 
 import uvicorn
 
@@ -41,6 +43,9 @@ def run(settings: Settings) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # one socket per WebSocket session (max_sessions)
+    from backend import orphan_guard
+
+    orphan_guard.start()   # before any thread: after a kill -9 of this process, its engine processes die too
     from backend.app import create_app
 
     app = create_app(settings)
@@ -50,4 +55,11 @@ def run(settings: Settings) -> None:
         ws_ping_timeout=20.0, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
         timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False,
     )
-    DrainingServer(config, app.state.backend).run()
+    server = DrainingServer(config, app.state.backend)
+    server.run()
+    # Sessions are closed, the engine is shut down, logs are written: skip the interpreter's teardown of torch
+    # and vLLM state (seconds on a loaded machine), which only delays the exit the orchestrator waits for.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0 if server.started else 1)

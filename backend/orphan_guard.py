@@ -1,0 +1,58 @@
+"""Orphan guard: when the backend process dies without cleaning up (kill -9, the OOM killer), kill the vLLM
+engine processes it leaves behind.
+
+vLLM's EngineCore does not watch its parent: after a kill -9 of the backend it lives on, holding its memory
+(on a GPU machine: the GPU) until someone kills it, and a restarted backend then fails to get the memory.
+Under Kubernetes or systemd the whole container / cgroup dies with the main process; run bare (a shell,
+supervisord, a test), nothing does that. So `quickcode serve` forks this small guard first: it polls the
+backend's descendants once a second and, when the backend is gone (its end of a pipe closes), kills the
+descendants it last saw — checked by creation time, so a recycled pid is never hit.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+
+POLL_S = 1.0
+
+
+def start(poll_s: float = POLL_S) -> int:
+    """Fork the guard (call before any thread starts: the child only uses os/select/psutil). Returns its pid."""
+    parent = os.getpid()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_end)
+        os.set_inheritable(write_end, False)   # only this process holds it: EOF means the backend is gone
+        return pid
+    try:
+        os.close(write_end)
+        _guard(parent, read_end, poll_s)
+    finally:
+        os._exit(0)   # never run the parent's atexit handlers or finalizers in the fork
+
+
+def _guard(parent: int, read_end: int, poll_s: float) -> None:
+    import psutil
+
+    # the backend's shutdown (and a Ctrl-C to the process group) must not end the guard before the backend
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    me = os.getpid()
+    seen: dict[int, float] = {}        # pid → create_time of the backend's descendants at the last poll
+    while True:
+        ready, _, _ = select.select([read_end], [], [], poll_s)
+        if ready and not os.read(read_end, 1):
+            break                       # EOF: the backend process exited, cleanly or not
+        try:
+            seen = {p.pid: p.create_time() for p in psutil.Process(parent).children(recursive=True) if p.pid != me}
+        except psutil.Error:
+            break
+    for pid, created in seen.items():
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() == created:
+                p.kill()
+        except psutil.Error:
+            pass                        # already gone: the clean shutdown case
