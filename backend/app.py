@@ -154,6 +154,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 return JSONResponse({"error": "requests are live"}, status_code=409)
             cfg = svc.sched.cfg
             for key, value in (await request.json()).items():
+                if key == "rates":       # restore measured rates (an A/B run switching modes on one engine)
+                    for name in ("prefill_tok_s", "decode_tok_s", "output_fill"):
+                        if name in value:
+                            setattr(svc.sched.rates, name, float(value[name]))
+                    continue
                 if key not in ("mode", "ttft_budget_s", "max_running", "shed_enabled", "per_user_inflight"):
                     return JSONResponse({"error": f"unknown field {key!r}"}, status_code=400)
                 setattr(cfg, key, type(getattr(cfg, key))(value))

@@ -17,9 +17,9 @@ Invariants (checked by tests/test_scheduler.py with virtual time):
      with an empty completion (`shed`), at admission or later while it waits: the queue never grows past
      what can be served within the budget. The prediction simulates the slots: running requests free
      theirs after their expected remaining tokens, queued ones take the earliest free slot in start order,
-     and prefills run one after another (the engine's compute is shared). A request whose prefill would
-     begin at once (a free slot, no prefill under way) is never shed: an idle engine serves even a prompt
-     slower than the budget.
+     and prefills run one after another (the engine's compute is shared); a prefill that overruns its
+     estimate is expected to need another quarter of it. Only a request that finds the engine idle
+     (nothing running) is never shed: an idle engine serves even a prompt slower than the budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
 In `fifo` mode (the baseline) none of this applies: every request starts at once, in arrival order.
 """
@@ -138,7 +138,7 @@ class Scheduler:
         """Predicted first-token time of every queued job, simulating the slots in start order (normals in
         arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it. A late job is
         left out of the simulation (it will be shed), so its load does not count for the jobs behind it. A
-        normal job whose prefill begins at once is never late: an idle engine serves even a slow prompt."""
+        normal job that finds the engine idle is never late: an idle engine serves even a slow prompt."""
         r = self.rates
         frees: list[float] = []          # when each slot frees up
         prefill_free = now               # when the engine is done with the prefills already under way
@@ -147,12 +147,15 @@ class Scheduler:
                 frees.append(now)
                 continue
             first = now
-            if j.generated == 0:         # still in prefill
-                prefill_free += max(0.0, j.prompt_tokens / r.prefill_tok_s - (now - (j.started_s or now)))
+            if j.generated == 0:         # still in prefill; one that overran its estimate needs a bit more
+                estimate = j.prompt_tokens / r.prefill_tok_s
+                elapsed = now - (now if j.started_s is None else j.started_s)
+                prefill_free += max(estimate - elapsed, 0.25 * estimate)
                 first = prefill_free
             frees.append(first + self._expected_tokens(j) / r.decode_tok_s)
         frees += [now] * max(0, self.cfg.max_running - len(frees))
         heapq.heapify(frees)
+        idle = not self.running
         firsts: dict[Key, float] = {}
         late: list[Job] = []
         order = [j for j in self.queue.values() if not j.prefetch] + [j for j in self.queue.values() if j.prefetch]
@@ -160,7 +163,7 @@ class Scheduler:
             begin = max(frees[0], prefill_free)
             first = begin + j.prompt_tokens / r.prefill_tok_s
             firsts[j.key] = first
-            if budget_s is not None and first - j.arrival_s > budget_s and (j.prefetch or begin > now):
+            if budget_s is not None and first - j.arrival_s > budget_s and (j.prefetch or begin > now or not idle):
                 late.append(j)
                 continue
             prefill_free = first

@@ -181,16 +181,21 @@ async def _run(args, backend: Backend, work: Workload) -> dict:
         times.append(t)
     shapes = [work.rng.choice(work.lengths) for _ in times]
     blocks = []
+    rates = {"latency": set_scheduler(backend)["rates"]}    # as calibrated (latency mode, nothing shed)
     dump = REPO / "artifacts" / "bench" / "overload_requests.jsonl"   # every request, for analysis
     dump.unlink(missing_ok=True)
     for b, mode in enumerate(args.blocks.split(",")):
         await wait_idle(backend)
-        cfg = set_scheduler(backend, mode=mode, ttft_budget_s=budget_s)
-        progress(f"  rates before the block: {cfg['rates']}")
+        # each mode starts from the rates it measured itself (a FIFO block teaches the rate model an overloaded
+        # engine; a real deployment runs one mode)
+        cfg = set_scheduler(backend, mode=mode, ttft_budget_s=budget_s, **({"rates": rates[mode]} if mode in rates else {}))
+        progress(f"  rates at the start of the block: {cfg['rates']}")
         schedule = [(at, corpus_text(work, n), n, out) for at, (n, out) in zip(times, shapes)]
         progress(f"block {b + 1}: {mode}, {len(schedule)} requests in {args.block_s:g} s")
         outs, t0 = await open_loop_block(backend, schedule, args.users, drain_s)
         blocks.append({"mode": mode, "outcomes": outs, "t0": t0})
+        await wait_idle(backend)
+        rates[mode] = set_scheduler(backend)["rates"]
         dump.parent.mkdir(parents=True, exist_ok=True)
         with open(dump, "a") as f:
             for o in outs:

@@ -418,3 +418,25 @@ def test_slot_waits_use_each_running_requests_own_max_tokens():
     c = job("c", prompt_tokens=100, key="c")
     s.submit(c, 0.0)
     assert s.predicted_ttft_s(c, 0.0) == pytest.approx(63 / 100 + 0.01)
+
+
+def test_only_an_idle_engine_serves_a_prompt_slower_than_the_budget():
+    s = sched(max_running=4, ttft_budget_s=0.2)
+    s.submit(job("a", prompt_tokens=100, key="a"), 0.0)
+    s.progress("a", 1)                                     # a decodes: the engine is busy, three slots free
+    acts = s.submit(job("b", prompt_tokens=5000, key="b"), 0.0)   # 0.5 s of prefill > 0.2 s
+    assert ends(acts) == {"b": (Reason.SHED, False)}
+    s.finished("a", 0.05)
+    assert starts(s.submit(job("c", prompt_tokens=5000, key="c"), 0.05)) == ["c"]   # idle: served anyway
+
+
+def test_a_prefill_that_overran_its_estimate_still_counts():
+    s = sched(max_running=2, ttft_budget_s=5.0)
+    s.submit(job("a", prompt_tokens=1000, key="a"), 0.0)     # estimated 0.1 s of prefill
+    b = job("b", prompt_tokens=100, key="b")
+    s.submit(b, 0.3)                                       # a is 0.2 s late: expect another 0.025 s
+    assert "b" in s.running
+    c = job("c", prompt_tokens=100, key="c")
+    s.submit(c, 0.3)
+    # c waits for a slot: a frees at 0.3 + 0.025 + 10 tokens/100; b's first at 0.335 and frees at 0.435
+    assert s.predicted_ttft_s(c, 0.3) == pytest.approx(0.125 + 0.01)
