@@ -5,6 +5,7 @@ Engine-wide speculative-decoding and prefix-cache figures are read from EngineSt
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
@@ -38,6 +39,8 @@ LOOP_LAG = Histogram("quickcode_event_loop_lag_seconds", "How late the event loo
 LOOP_LAG_CPU = Histogram("quickcode_event_loop_lag_cpu_seconds",
                          "The part of that lag the loop's thread spent on the CPU (its own work, not waiting for a "
                          "core the OS gave to another process)", buckets=_LAG_BUCKETS_S)
+GC_PAUSE = Histogram("quickcode_gc_pause_seconds", "Pauses of Python's cyclic garbage collector, by generation",
+                     ["generation"], buckets=_LAG_BUCKETS_S)
 for _reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
     REQUESTS.labels(_reason)   # every finish reason is exported from the start, at 0
 
@@ -51,6 +54,23 @@ async def probe_loop_lag(interval_s: float = 0.01) -> None:
         lag_s = max(0.0, loop.time() - t0 - interval_s)
         LOOP_LAG.observe(lag_s)
         LOOP_LAG_CPU.observe(min(lag_s, time.thread_time() - cpu0))
+
+
+_gc_started_s = 0.0
+
+
+def _on_gc(phase: str, info: dict) -> None:
+    global _gc_started_s
+    if phase == "start":
+        _gc_started_s = time.perf_counter()
+    else:
+        GC_PAUSE.labels(str(info.get("generation", "?"))).observe(time.perf_counter() - _gc_started_s)
+
+
+def watch_gc() -> None:
+    """Time every collection of the cyclic GC (a full one stops the event loop for as long as it runs)."""
+    if _on_gc not in gc.callbacks:
+        gc.callbacks.append(_on_gc)
 
 
 class EngineCollector:

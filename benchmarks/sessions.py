@@ -237,6 +237,20 @@ that rate on this CPU, so most are superseded or shed — what matters here is t
                         [[name, x["samples"], round(x["p50_ms"], 2), round(x["p99_ms"], 2), round(x["within_10ms"], 4),
                           round(x["cpu_p99_ms"], 2), round(x["cpu_within_10ms"], 4)]
                          for name, x in (("connecting", lag_connect), ("all idle", lag_idle), ("typing", lag_hold))]))
+    gc_rows = []
+    for name, (a, b) in (("connecting", ("m0", "m_idle")), ("all idle", ("m_idle", "m_idle2")),
+                         ("typing", ("m_idle2", "m_hold"))):
+        row = [name]
+        for gen in ("0", "1", "2"):
+            n = r[b].get(f'quickcode_gc_pause_seconds_count{{generation="{gen}"}}', 0) - r[a].get(
+                f'quickcode_gc_pause_seconds_count{{generation="{gen}"}}', 0)
+            total = r[b].get(f'quickcode_gc_pause_seconds_sum{{generation="{gen}"}}', 0) - r[a].get(
+                f'quickcode_gc_pause_seconds_sum{{generation="{gen}"}}', 0)
+            row.append(f"{n:.0f} × {1000 * total / n:.1f} ms" if n else "0")
+        gc_rows.append(row)
+    report.add("Garbage-collector pauses in the backend (`quickcode_gc_pause_seconds`: count × mean pause, by "
+               "generation; the objects that live as long as the process — torch, vLLM — are frozen out of the "
+               "collector once the engine is up):\n\n" + md_table(["phase", "gen 0", "gen 1", "gen 2"], gc_rows))
     report.add(f"""
 **Requests**: {r['sent']} sent by the typists; the clients saw a terminal frame for {ended}
 ({', '.join(f'{k} {v}' for k, v in sorted(r['finishes'].items()))}); unfinished {unfinished}. The server's
