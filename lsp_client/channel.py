@@ -153,7 +153,9 @@ class Channel:
     def status(self) -> dict:
         return {"connected": self.connected, "endpoint": self.url, "endpoints": self.chooser.snapshot(),
                 "model": self.welcome.model if self.welcome else "", "replica": self.welcome.replica if self.welcome else "",
-                "pending": len(self.streams), "connects": self.connects, "last_error": self.last_error}
+                "pending": len(self.streams), "pending_ids": list(self.streams)[-8:],
+                "streaming_ids": [r for r, st in list(self.streams.items())[-8:] if st.t_first is not None], "connects": self.connects,
+                "last_error": self.last_error}
 
     # ── internals
     def _send(self, msg) -> None:

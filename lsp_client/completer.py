@@ -37,6 +37,7 @@ from lsp_client.telemetry import Outcomes, Shown
 from protocol import Complete, Done, Error, Priority, Snippet
 
 log = logging.getLogger("quickcode.completer")
+NOTHING = False         # _from_cache: "known: nothing to show here" (distinct from None, a miss)
 ABANDON_GRACE_S = 0.3   # an abandoned request waits this long for the next editor request before it is stopped
 
 
@@ -65,6 +66,7 @@ class Stats:
     served_inflight: int = 0
     served_network: int = 0
     empty: int = 0
+    empty_from_cache: int = 0        # the cache knew the answer here is nothing: no request made
     skipped_predictor: int = 0
     superseded_waits: int = 0
     backend_requests: int = 0
@@ -182,7 +184,7 @@ class Completer:
 
         hit = self._from_cache(doc, ctx, sh, t0)
         if hit is not None:
-            return hit
+            return hit or None
         flight, launched = self._reusable_flight(uri, ctx), False
         if flight is None:
             x = features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
@@ -198,7 +200,7 @@ class Completer:
                 return None                  # a newer keystroke or request for this document took over
             hit = self._from_cache(doc, ctx, sh, t0)
             if hit is not None:
-                return hit
+                return hit or None
             flight = self._reusable_flight(uri, ctx)
             if flight is None:
                 flight, launched = self._launch(doc, ctx), True
@@ -226,7 +228,9 @@ class Completer:
                      prefix_max_chars=self.cfg.prefix_max_chars, suffix_max_chars=self.cfg.suffix_max_chars,
                      quantum=self.cfg.window_quantum_lines)
 
-    def _from_cache(self, doc: _Doc, ctx: Context, sh, t0: float) -> Suggestion | None:
+    def _from_cache(self, doc: _Doc, ctx: Context, sh, t0: float) -> Suggestion | None | bool:
+        """A suggestion from the cache; NOTHING when the cache knows this place has nothing to show (the
+        model's answer here post-processes to nothing: asking again would give the same); None on a miss."""
         if not self.cfg.cache:
             return None
         hit = self.cache.get(ctx.prefix, ctx.suffix_head)
@@ -234,7 +238,8 @@ class Completer:
             return None
         text, _ = postprocess.cut(hit.remainder, sh, finished=True)
         if not text:
-            return None
+            self.stats.empty_from_cache += 1
+            return NOTHING
         self.stats.served_cache += 1
         self._mark_shown(hit.entry.source)
         return self._show(doc, ctx, text, f"{hit.entry.source}+{hit.typed}", "cache", t0)

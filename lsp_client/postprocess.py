@@ -94,14 +94,22 @@ def _trim_suffix_overlap(text: str, line_suffix: str) -> str:
     return text
 
 
-def is_repetitive(text: str) -> bool:
-    if not text.strip():
-        return True
+def trim_repetition(text: str) -> tuple[str, bool]:
+    """(text without its looping tail, whether a loop was found). A line repeated on the next line keeps
+    its first copy; a short unit repeated many times keeps what came before it; if the loop is most of the
+    text (or nothing sensible is left), nothing is kept."""
+    lines = text.split("\n")
+    for i in range(len(lines) - 1):
+        if lines[i].strip() and lines[i].strip() == lines[i + 1].strip():
+            head = "\n".join(lines[: i + 1])
+            return (head if head.strip() else ""), True
     m = _REPEAT_UNIT.search(text)
-    if m and len(m.group(0)) >= max(8, 0.5 * len(text.strip())):
-        return True
-    lines = [x.strip() for x in text.split("\n") if x.strip()]
-    return any(lines[i] == lines[i + 1] == lines[i + 2] for i in range(len(lines) - 2))
+    if m and len(m.group(0)) >= 8:
+        head = text[: m.start()]
+        if len(m.group(0)) >= 0.5 * len(text.strip()) or not head.strip():
+            return "", True
+        return head.rstrip(), True
+    return text, False
 
 
 def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
@@ -111,9 +119,8 @@ def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
         line = raw if nl < 0 else raw[:nl]
         final = finished or nl >= 0
         text = _trim_suffix_overlap(_balance(sh.line_prefix, line, sh.line_suffix), sh.line_suffix).rstrip()
-        if is_repetitive(text):
-            return "", final or len(line) > 16
-        return text, final
+        text, looped = trim_repetition(text)
+        return (text if text.strip() else ""), final or looped
     lines = raw.split("\n")
     complete = lines if finished else lines[:-1]
     out: list[str] = []
@@ -134,8 +141,10 @@ def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
     text = "\n".join(out).rstrip()
     if not out and not finished:
         return "", False
-    if is_repetitive(text):
-        return "", final or len(raw) > 64
+    text, looped = trim_repetition(text)
+    final = final or looped
+    if not text.strip():
+        return "", final
     if "\n" not in text:
         text = _trim_suffix_overlap(_balance(sh.line_prefix, text, sh.line_suffix), sh.line_suffix)
     return text, final

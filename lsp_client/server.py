@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import logging
 import os
+import re
 import sys
 
 from lsprotocol import types as T
@@ -141,17 +142,30 @@ def build_server(cfg: ClientConfig | None = None) -> QuickcodeServer:
 
     @server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=[".", "(", ",", "=", ":"]))
     async def completion(ls: QuickcodeServer, params: T.CompletionParams):
-        """For clients without inline completion (Helix, eglot): the same suggestion as one menu item."""
+        """For clients without inline completion (Helix, eglot): the same suggestion as one menu item.
+
+        Its edit starts at the word before the cursor and its text (and filter text) begin with that word,
+        so clients that filter the menu by the word typed so far keep the item; clients with snippet support
+        get it as an escaped snippet (some insert only the first word of a plain-text item)."""
         s = await suggest(ls, params.text_document.uri, params.position, explicit=True)
         if s is None:
             return T.CompletionList(is_incomplete=True, items=[])
-        first = s.text.split("\n", 1)[0]
-        label = first.strip() or s.text.strip().split("\n", 1)[0]
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        line = doc.lines[params.position.line] if params.position.line < len(doc.lines) else ""
+        before = line[: doc.offset_at_position(params.position) - doc.offset_at_position(
+            T.Position(line=params.position.line, character=0))]
+        word = _WORD_BEFORE.search(before).group(0)           # ASCII: the same length in every position encoding
+        start = T.Position(line=params.position.line, character=params.position.character - len(word))
+        new_text = word + s.text
+        first = new_text.split("\n", 1)[0]
+        label = (first.strip() or new_text.strip().split("\n", 1)[0])
+        snippets = _snippet_support(ls)
         return T.CompletionList(is_incomplete=True, items=[T.CompletionItem(
-            label=label[:80] + ("…" if len(label) > 80 or "\n" in s.text.strip() else ""),
-            kind=T.CompletionItemKind.Snippet, detail="quickcode", sort_text="0", filter_text="",
-            insert_text_format=T.InsertTextFormat.PlainText,
-            text_edit=T.TextEdit(range=T.Range(params.position, params.position), new_text=s.text),
+            label=label[:80] + ("…" if len(label) > 80 or "\n" in new_text.strip() else ""),
+            kind=T.CompletionItemKind.Snippet, detail="quickcode", sort_text="0", filter_text=new_text,
+            insert_text_format=T.InsertTextFormat.Snippet if snippets else T.InsertTextFormat.PlainText,
+            text_edit=T.TextEdit(range=T.Range(start, params.position),
+                                 new_text=_escape_snippet(new_text) if snippets else new_text),
             documentation=T.MarkupContent(kind=T.MarkupKind.Markdown, value=f"```\n{s.text}\n```"),
             command=accept_command(s))])
 
@@ -207,6 +221,21 @@ def build_server(cfg: ClientConfig | None = None) -> QuickcodeServer:
     return server
 
 
+_WORD_BEFORE = re.compile(r"[A-Za-z0-9_]*$")
+
+
+def _snippet_support(ls: QuickcodeServer) -> bool:
+    try:
+        return bool(ls.client_capabilities.text_document.completion.completion_item.snippet_support)
+    except AttributeError:
+        return False
+
+
+def _escape_snippet(text: str) -> str:
+    """Plain text as an LSP snippet that expands to exactly that text, ending with the cursor after it."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}") + "$0"
+
+
 def _path(uri: str) -> str:
     return uri[7:] if uri.startswith("file://") else uri
 
@@ -246,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
     level = args.log_level or ("INFO" if args.log_file else "WARNING")
     logging.basicConfig(level=level.upper(), handlers=[handler],
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level.upper() != "DEBUG":
+        logging.getLogger("pygls").setLevel(logging.WARNING)   # it logs every message body at INFO
     cfg = ClientConfig()
     env_endpoints = os.environ.get("QUICKCODE_ENDPOINTS")
     if args.endpoint:

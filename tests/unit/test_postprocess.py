@@ -34,8 +34,10 @@ def test_empty_whitespace_and_repetitive_completions_are_dropped(raw):
     assert show("x = ║", raw)[0] == ""
 
 
-def test_repeated_lines_are_dropped():
-    assert show("def f():\n    ║", "x = 1\n    x = 1\n    x = 1\n    x = 1\n")[0] == ""
+def test_a_looping_tail_is_cut_and_the_sensible_head_kept():
+    assert show("def f():\n    ║", "x = 1\n    x = 1\n    x = 1\n    x = 1\n") == ("x = 1", True)
+    assert show("def f():\n    ║", "y = g(\n        a,\n        a,\n") == ("y = g(\n        a,", True)
+    assert show("x = ║", "compute_total(values, weights) + self.self.self.self.self.\n")[0] == "compute_total(values, weights) +"
 
 
 def test_single_line_is_final_once_the_line_ends_so_the_stream_can_stop():
