@@ -9,6 +9,7 @@ import asyncio
 import logging
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,7 @@ class Engine:
         self.start_error: str | None = None
         self.started_s: float | None = None
         self.max_model_len = 0
+        self._stopping = False
 
     # ── lifecycle
     def start(self) -> None:
@@ -146,8 +148,30 @@ class Engine:
         self.started_s = time.perf_counter() - t0
         self.max_model_len = self.llm.model_config.max_model_len
         log.info("engine ready in %.1f s (model %s, spec %s)", self.started_s, s.target_path, s.spec_method)
+        threading.Thread(target=self._reap_on_death, args=(_engine_processes(),), daemon=True,
+                         name="engine-death-reaper").start()
+
+    def _reap_on_death(self, procs: list[tuple[int, float]]) -> None:
+        """When the EngineCore dies, vLLM notices at once (`errored`), but the core's workers, orphaned, linger
+        until they read their death pipe — 7 to 40 s on a loaded 2-core machine — holding the memory (or the
+        GPU) a restarted engine needs. Kill the engine processes seen at start-up (pid + creation time)."""
+        while not self.llm.errored:
+            time.sleep(0.25)
+        if self._stopping:
+            return   # a normal shutdown: vLLM stops its own processes
+        import psutil
+
+        log.error("the engine died: /readyz is red, requests get engine_unavailable; killing its leftover processes")
+        for pid, created in procs:
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() == created:
+                    p.kill()
+            except psutil.Error:
+                pass
 
     def shutdown(self) -> None:
+        self._stopping = True
         if self.llm is not None:
             # the drain is over and nothing is running: after this the EngineCore is killed rather than waited
             # for (vLLM's default 5 s; a loaded machine needs all of it to tear torch down)
@@ -190,6 +214,20 @@ class Engine:
 
     def tokenize(self, text: str) -> list[int]:
         return self.tokenizer.encode(text).ids
+
+
+def _engine_processes() -> list[tuple[int, float]]:
+    """(pid, create_time) of this process's vLLM descendants (EngineCore, workers)."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.name().startswith("VLLM::"):
+                out.append((p.pid, p.create_time()))
+        except psutil.Error:
+            pass
+    return out
 
 
 async def start_in_thread(engine: Engine) -> None:

@@ -79,7 +79,7 @@ def test_every_metric_the_dashboard_uses_is_exported(backend):
         assert complete(ws, "dash", max_tokens=2).kind == "done"
         ws.send("{not json")
         assert recv(ws)["code"] == "bad_json"
-        for event in ("shown", "accepted"):
+        for event in ("shown", "accepted", "partial", "dismissed"):
             ws.send(json.dumps({"kind": "telemetry", "event": event, "id": "dash", "language": "python",
                                 "shown_chars": 10, "accepted_chars": 4}))
         assert complete(ws, "dash2", max_tokens=1).kind == "done"   # frames are handled in order: telemetry is in

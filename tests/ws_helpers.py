@@ -19,7 +19,7 @@ TERMINAL = ("done", "error")
 
 def open_session(url: str, *, token: str | None = None, query_token: bool = False, headers: dict | None = None,
                  ssl_context: ssl.SSLContext | None = None, user: str = "", max_size: int | None = 1 << 24,
-                 timeout_s: float = 10.0) -> tuple[ClientConnection, dict]:
+                 timeout_s: float = 10.0, ping_interval: float | None = 20.0) -> tuple[ClientConnection, dict]:
     """Connect, send hello, return (connection, welcome frame)."""
     hdrs = dict(headers or {})
     if token and query_token:
@@ -27,7 +27,7 @@ def open_session(url: str, *, token: str | None = None, query_token: bool = Fals
     elif token:
         hdrs["Authorization"] = f"Bearer {token}"
     ws = connect(url, additional_headers=hdrs, ssl=ssl_context, open_timeout=timeout_s, max_size=max_size,
-                 close_timeout=2, legacy=True)  # legacy=True: the connection is returned, not a context manager
+                 close_timeout=2, ping_interval=ping_interval, legacy=True)  # legacy=True: the connection is returned, not a context manager
     ws.send(json.dumps({"kind": "hello", "protocol_version": 1, "user": user}))
     welcome = recv(ws, timeout_s)
     assert welcome["kind"] == "welcome", welcome
