@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from draft_model import corpus, tokenizer as tokmod
 from draft_model.corpus import Document
-from draft_model.fim import split_for_fim
+from draft_model.fim import split_for_fim, template_names
 from draft_model.pack import chunks, load_bin
 
 K_MAX = 8
@@ -231,7 +231,7 @@ def heldout_windows(model_dir: Path, data_dir: Path | None, seq_len: int, n_wind
         if len(load_bin(Path(data_dir) / "heldout.bin")) > seq_len + 1:
             return Windows(Path(data_dir) / "heldout.bin", seq_len, 0).fixed(n_windows, batch_size)
     tok = tokmod.load(Path(model_dir))
-    eot = tok.token_to_id(_template(model_dir)["eot_token"])
+    eot = tok.token_to_id(template_names(model_dir)["eot_token"])
     ids = [i for d in heldout_docs(model_dir, None) for i in [*tok.encode(d.text).ids, eot]]
     arr = np.asarray(ids, dtype=np.int64)
     rng = np.random.default_rng(1234)
@@ -240,11 +240,6 @@ def heldout_windows(model_dir: Path, data_dir: Path | None, seq_len: int, n_wind
         starts = rng.integers(0, len(arr) - seq_len - 1, batch_size)
         out.append(torch.from_numpy(np.stack([arr[s : s + seq_len + 1] for s in starts])))
     return out
-
-
-def _template(model_dir: Path) -> dict:
-    f = Path(model_dir) / "quickcode_fim.json"
-    return json.loads(f.read_text()) if f.exists() else {"eot_token": "<|endoftext|>"}
 
 
 # ── models ───────────────────────────────────────────────────────────────────────────────────────────────────
@@ -419,7 +414,7 @@ def complete_idioms(target, model_dir: Path, cases: list[dict], max_prompt_token
                     max_new_tokens: int = 24) -> list[dict]:
     """The target's greedy completion of each idiom case, cut at the end of the line."""
     tok = tokmod.load(Path(model_dir))
-    eot = tok.token_to_id(_template(model_dir)["eot_token"])
+    eot = tok.token_to_id(template_names(model_dir)["eot_token"])
     prompts = prompt_ids(model_dir, cases, max_prompt_tokens)
     newline_ids = frozenset(i for t, i in tok.get_vocab().items() if "\n" in tok.decode([i]))
     out = []
@@ -457,7 +452,7 @@ def evaluate_pair(target_dir: Path, draft_dir: Path | None, data_dir: Path | Non
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     tok = tokmod.load(target_dir)
-    eot = tok.token_to_id(_template(target_dir)["eot_token"])
+    eot = tok.token_to_id(template_names(target_dir)["eot_token"])
     target = load(target_dir)
     draft = load(draft_dir) if draft_dir is not None else None
     result: dict = {"target": str(target_dir), "draft": str(draft_dir) if draft_dir else None, "config": cfg.__dict__}
