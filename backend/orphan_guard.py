@@ -5,8 +5,8 @@ vLLM's EngineCore does not watch its parent: after a kill -9 of the backend it l
 (on a GPU machine: the GPU) until someone kills it, and a restarted backend then fails to get the memory.
 Under Kubernetes or systemd the whole container / cgroup dies with the main process; run bare (a shell,
 supervisord, a test), nothing does that. So `quickcode serve` forks this small guard first: it polls the
-backend's descendants once a second and, when the backend is gone (its end of a pipe closes), kills the
-descendants it last saw — checked by creation time, so a recycled pid is never hit.
+backend's descendants twice a second and, when the backend is gone (its end of a pipe closes, or the guard
+is reparented), kills the descendants it last saw — checked by creation time, so a recycled pid is never hit.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import os
 import select
 import signal
 
-POLL_S = 1.0
+POLL_S = 0.5
 
 
 def start(poll_s: float = POLL_S) -> int:
@@ -51,10 +51,23 @@ def _guard(parent: int, read_end: int, poll_s: float) -> None:
         ready, _, _ = select.select([read_end], [], [], poll_s)
         if ready and not os.read(read_end, 1):
             break                       # EOF: the backend process exited, cleanly or not
+        if os.getppid() != parent:
+            break                       # reparented: the backend is gone, but a process it forked (without
+                                        # exec) still holds the pipe's write end, so no EOF came
         try:
-            seen = {p.pid: p.create_time() for p in psutil.Process(parent).children(recursive=True) if p.pid != me}
+            children = psutil.Process(parent).children(recursive=True)
+        except psutil.NoSuchProcess:
+            break                       # the backend is gone (before its pipe end closed)
         except psutil.Error:
-            break
+            continue
+        now: dict[int, float] = {}
+        for p in children:
+            try:
+                if p.pid != me:
+                    now[p.pid] = p.create_time()
+            except psutil.Error:
+                pass                    # a short-lived child exited meanwhile: only the backend's exit counts
+        seen = now
     for pid, created in seen.items():
         try:
             p = psutil.Process(pid)
