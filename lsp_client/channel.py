@@ -206,13 +206,16 @@ class Channel:
                     async for data in ws:
                         self._last_frame_s = time.monotonic()
                         self._dispatch(data)
-                    close = ws.close_rcvd
-                    self.last_error = f"closed by server ({close.code} {close.reason})" if close else "connection closed"
+                    code = ws.close_code
+                    self.last_error = f"closed ({code} {ws.close_reason})" if code is not None else "connection closed"
             except asyncio.CancelledError:
                 raise
             except (OSError, asyncio.TimeoutError, websockets.WebSocketException, ConnectionError, ProtocolError) as e:
                 self.last_error = f"{type(e).__name__}: {e}"
                 self.chooser.record_failure(url, time.monotonic())
+            except Exception as e:  # the connection loop must outlive any surprise: log it and reconnect
+                log.exception("unexpected failure on %s", url)
+                self.last_error = f"{type(e).__name__}: {e}"
             finally:
                 was_connected = self.ws is not None
                 self.ws, self.welcome = None, None
@@ -293,6 +296,11 @@ class Channel:
         for url, rtt in zip(list(self.chooser.endpoints), rtts):
             if rtt is None:
                 self.chooser.record_failure(url, now)
+                if url == self.url and self.ws is not None:   # our own endpoint stopped answering: fail over now
+                    log.warning("endpoint %s does not answer probes: failing over", url)
+                    self.last_error = "endpoint unreachable (probe)"
+                    self._fail_all("endpoint unreachable")
+                    self.ws.transport.abort()
             else:
                 self.chooser.record_rtt(url, rtt)
         log.info("endpoint RTTs: %s", self.chooser.snapshot())

@@ -21,7 +21,7 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.conftest import ARTIFACTS, free_port, start_backend, stop_backend
-from tests.test_lsp_e2e import CONTEXTS, capabilities, command, end_pos, inline_params, open_doc
+from tests.test_lsp_e2e import quiet_status, CONTEXTS, capabilities, command, end_pos, inline_params, open_doc
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 PORT = free_port()
@@ -37,6 +37,7 @@ def own_backend():
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
 async def client(lsp_client: LanguageClient):
+    quiet_status(lsp_client)
     await lsp_client.initialize_session(T.InitializeParams(
         capabilities=capabilities(), root_uri="file:///tmp",
         initialization_options={"endpoints": [URL], "predictor": False, "warmup": False, "cache": False,

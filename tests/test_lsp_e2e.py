@@ -33,6 +33,11 @@ CONTEXTS = [
 ]
 
 
+def quiet_status(client: LanguageClient) -> None:
+    """Accept the server's $/quickcode/status notifications (editors show them in a status bar)."""
+    client.feature("$/quickcode/status")(lambda params: None)
+
+
 def capabilities() -> T.ClientCapabilities:
     """The capability set a real Neovim 0.12.4 sent (recorded), so inline completion is advertised."""
     raw = json.loads(NEOVIM_CAPS.read_text())["capabilities"]
@@ -41,6 +46,7 @@ def capabilities() -> T.ClientCapabilities:
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
 async def client(lsp_client: LanguageClient, backend):
+    quiet_status(lsp_client)
     await lsp_client.initialize_session(T.InitializeParams(
         capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
         initialization_options={"endpoints": [backend.ws_url], "predictor": False, "warmup": False}))

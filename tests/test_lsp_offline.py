@@ -8,12 +8,13 @@ import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from tests.test_lsp_e2e import capabilities, command, inline_params, open_doc
+from tests.test_lsp_e2e import quiet_status, capabilities, command, inline_params, open_doc
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp",
                                                               "--endpoint", "ws://127.0.0.1:9/v1/ws"]))
 async def offline_client(lsp_client: LanguageClient):
+    quiet_status(lsp_client)
     await lsp_client.initialize_session(T.InitializeParams(capabilities=capabilities(), root_uri="file:///tmp"))
     yield
     await lsp_client.shutdown_session()
