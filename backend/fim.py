@@ -65,6 +65,33 @@ _VERIFY_TEXT = (
     "    x = (1 +\n         2)\n@dec\ndef g():\n  pass\n\n\n# end\n  \n")
 
 
+def split_segments(text: str) -> list[str]:
+    """`text` cut before every newline that follows a non-space character (`_SEGMENT_START.split`, faster)."""
+    return list(segments_from_start(text))
+
+
+def segments_from_start(text: str):
+    """The segments of `text`, first to last, found lazily (the suffix needs only its head)."""
+    start, pos = 0, text.find("\n", 1)
+    while pos > 0:
+        if not text[pos - 1].isspace():
+            yield text[start:pos]
+            start = pos
+        pos = text.find("\n", pos + 1)
+    yield text[start:]
+
+
+def segments_from_end(text: str):
+    """The segments of `text`, last to first, found lazily (the prefix needs only its tail)."""
+    end, pos = len(text), text.rfind("\n")
+    while pos > 0:
+        if not text[pos - 1].isspace():
+            yield text[pos:end]
+            end = pos
+        pos = text.rfind("\n", 0, pos)
+    yield text[:end]
+
+
 class SegmentCache:
     """Token ids per line segment, cached by content (see the module docstring)."""
 
@@ -75,7 +102,7 @@ class SegmentCache:
 
     def _concatenates(self, text: str) -> bool:
         whole = self.tok.encode(text).ids
-        return whole == [i for seg in _SEGMENT_START.split(text) for i in self.tok.encode(seg).ids]
+        return whole == [i for seg in split_segments(text) for i in self.tok.encode(seg).ids]
 
     def encode(self, segment: str) -> list[int]:
         ids = self.ids.get(segment)
@@ -104,7 +131,7 @@ def _keep_tail(tok: Tokenizer, text: str, budget: int) -> list[int]:
     if cache is not None:
         kept: list[list[int]] = []
         total = 0
-        for seg in reversed(_SEGMENT_START.split(text)):   # newest lines first: stop at the budget
+        for seg in segments_from_end(text):          # newest lines first: stop at the budget
             ids = cache.encode(seg)
             if total + len(ids) > budget:
                 if not kept:                 # one line longer than the budget: cut inside it
@@ -123,7 +150,7 @@ def _keep_head(tok: Tokenizer, text: str, budget: int) -> list[int]:
     cache = segment_cache(tok)
     if cache is not None:
         out: list[int] = []
-        for seg in _SEGMENT_START.split(text):
+        for seg in segments_from_start(text):
             ids = cache.encode(seg)
             if len(out) + len(ids) > budget:
                 return out or _keep_head_whole(tok, seg, budget)

@@ -129,6 +129,8 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
     typed = "    result = compute(value, other)  # typed\n"
     for i in range(args.tokenize_n):                 # typing: each call's prefix is the previous one + a char
         pre, suf = contexts[(i // len(typed)) % len(contexts)]
+        if i % len(typed) == 0:                      # a new file: its previous keystroke was seen (untimed)
+            build_prompt(engine.tokenizer, engine.template, pre, suf, settings.max_prompt_tokens)
         pre = pre + typed[: i % len(typed) + 1]
         t0, c0 = time.perf_counter(), time.thread_time()
         build_prompt(engine.tokenizer, engine.template, pre, suf, settings.max_prompt_tokens)
