@@ -1,0 +1,61 @@
+"""backend/fim.py's segment-cached tokenization gives exactly the ids of tokenizing the whole text."""
+from __future__ import annotations
+
+import random
+import sysconfig
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer
+
+from backend import fim
+
+REPO = Path(__file__).resolve().parent.parent
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return Tokenizer.from_file(str(REPO / "models" / "target" / "tokenizer.json"))
+
+
+def samples(n: int = 300, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    files = sorted(STDLIB.glob("*.py"))
+    out = ["", "\n", "\n\n", "a\n", "a\nb", " \n", "a \nb", "\na", "x\n  \ny", "é\n\tb\r\nc  \n\n d"]
+    for _ in range(n):
+        text = rng.choice(files).read_text()
+        start = rng.randrange(max(1, len(text) - 100))
+        chunk = text[start:start + rng.randint(1, 5000)]
+        out += [chunk, chunk.replace("\n", "\r\n"), chunk + "  \n\n x"]
+    return out
+
+
+def test_segments_are_cut_before_a_newline_that_follows_a_non_space_character():
+    for text in samples():
+        ref = fim._SEGMENT_START.split(text)
+        assert fim.split_segments(text) == ref
+        assert list(fim.segments_from_end(text)) == ref[::-1]
+        assert "".join(ref) == text
+
+
+def test_segment_ids_concatenate_to_the_whole_texts_ids(tok):
+    assert fim.segment_cache(tok) is not None, "the committed tokenizer must pass the exactness check"
+    for text in samples(150, seed=1):
+        assert [i for seg in fim.split_segments(text) for i in tok.encode(seg).ids] == tok.encode(text).ids
+
+
+def test_the_prompt_is_cut_at_a_line_boundary_and_is_stable_while_typing(tok):
+    template = fim.FimTemplate.load(REPO / "models" / "target", tok)
+    text = (STDLIB / "argparse.py").read_text()[:20000]
+    fits = text[:1500]
+    assert fim._keep_tail(tok, fits, 10**6) == tok.encode(fits).ids
+    tail = fim._keep_tail(tok, text, 500)
+    assert 400 < len(tail) <= 500
+    assert tok.decode(tail).startswith("\n")                 # a whole line (its newline included)
+    assert text.endswith(tok.decode(tail))
+    before = fim.build_prompt(tok, template, text, "", 1536)
+    after = fim.build_prompt(tok, template, text + "x", "", 1536)
+    # one more character re-encodes the last line only: the rest of the prompt (the prefix cache's part) stays
+    common = next(i for i, (a, b) in enumerate(zip(before, after)) if a != b)
+    assert common >= len(before) - 30
