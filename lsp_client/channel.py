@@ -29,6 +29,19 @@ WATCHDOG_SILENCE_S = 0.2     # with requests pending and no frame for this long,
 WATCHDOG_PONG_S = 0.3        # ... and declare the connection dead if the pong takes longer
 
 
+def _local_user() -> str:
+    """A stable, non-identifying key for this developer on this machine (user and host, hashed)."""
+    import getpass
+    import hashlib
+    import socket
+
+    try:
+        who = f"{getpass.getuser()}@{socket.gethostname()}"
+    except Exception:  # no user database entry (containers): the host alone still keeps affinity
+        who = socket.gethostname()
+    return "u-" + hashlib.sha256(who.encode()).hexdigest()[:16]
+
+
 class Unavailable(Exception):
     """No connection to any backend right now."""
 
@@ -176,7 +189,12 @@ class Channel:
             s._push(Lost(reason))
 
     def _headers(self) -> dict:
-        return {"Authorization": f"Bearer {self.cfg.token}"} if self.cfg.token else {}
+        """The token, and a stable user key a load balancer can hash on to keep this user on one replica
+        (prefix-cache affinity; see deploy/nginx) even on an open server."""
+        headers = {"X-Quickcode-User": self.cfg.user or _local_user()}
+        if self.cfg.token:
+            headers["Authorization"] = f"Bearer {self.cfg.token}"
+        return headers
 
     async def _run(self) -> None:
         attempt = 0
