@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-draft", type=Path, default=None,
                    help="another draft (e.g. trained from scratch) to compare offline on the same trajectories")
     p.add_argument("--skip-vllm", action="store_true", help="offline figures only")
+    p.add_argument("--reuse", action="store_true",
+                   help="reuse engine runs in --work whose spec (models, settings, prompts) is unchanged")
     p.add_argument("--loss-windows", type=int, default=32, help="held-out windows (PyTorch and vLLM score the same)")
     p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-draft", help="engine logs")
 
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> dict:
         prompts = prompt_ids(args.target, cases, args.max_prompt_tokens)
         seq = min(cfg.seq_len, json.loads((args.target / "config.json").read_text())["max_position_embeddings"] - 1)
         windows = [w.tolist() for batch in heldout_windows(args.target, data, seq, cfg.loss_windows) for w in batch]
-        base = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
+        paths = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
         plan = [("bf16 plain", {"spec_method": "off"}, True),
                 (f"bf16 + draft K={k}", {"spec_method": "draft", "num_speculative_tokens": k}, False)]
         if args.ngram:
@@ -164,8 +166,10 @@ def run(args: argparse.Namespace) -> dict:
                                                      "num_speculative_tokens": k}, False))
         spec = {"prompts": prompts, "max_tokens": args.max_tokens, "warmup": 2, "loss_windows": windows,
                 "runs": [{"name": name.replace(" ", "_").replace("+", "").replace("=", ""),
-                          "label": name, "settings": {**base, **s}, "loss": loss} for name, s, loss in plan]}
-        res = __import__("benchmarks.draft_vllm", fromlist=["run_subprocesses"]).run_subprocesses(spec, args.work)
+                          "label": name, "settings": {**paths, **s}, "loss": loss} for name, s, loss in plan]}
+        from benchmarks.draft_vllm import run_subprocesses
+
+        res = run_subprocesses(spec, args.work, reuse=args.reuse)
         runs = {r["label"]: res[r["name"]] for r in spec["runs"]}
     plain = runs.get("bf16 plain")
     drafted = runs.get(f"bf16 + draft K={k}")

@@ -123,9 +123,10 @@ async def run_one(run: dict, spec: dict) -> dict:
     return out
 
 
-def run_subprocesses(spec: dict, work_dir: Path, timeout_s: float = 1800.0) -> dict:
+def run_subprocesses(spec: dict, work_dir: Path, timeout_s: float = 1800.0, reuse: bool = False) -> dict:
     """Run each of `spec["runs"]` in a fresh Python process (this module's main), one after another.
-    vLLM's output goes to `work_dir/<name>.log`; returns {name: result}."""
+    vLLM's output goes to `work_dir/<name>.log`; returns {name: result}. `reuse`: keep a finished run whose
+    spec file is byte-identical to this one's (same models, settings, prompts) instead of running it again."""
     import subprocess
 
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +139,12 @@ def run_subprocesses(spec: dict, work_dir: Path, timeout_s: float = 1800.0) -> d
         name = run["name"]
         spec_path, out_path, log_path = (work_dir / f"{name}.spec.json", work_dir / f"{name}.out.json",
                                          work_dir / f"{name}.log")
-        spec_path.write_text(json.dumps({**spec, "runs": [run]}))
+        text = json.dumps({**spec, "runs": [run]})
+        if reuse and out_path.exists() and spec_path.exists() and spec_path.read_text() == text:
+            results[name] = json.loads(out_path.read_text())
+            print(f"[vllm] {name}: reusing {out_path}", file=sys.stderr, flush=True)
+            continue
+        spec_path.write_text(text)
         out_path.unlink(missing_ok=True)
         print(f"[vllm] {name}: starting an engine (log {log_path})", file=sys.stderr, flush=True)
         with open(log_path, "w") as log:
