@@ -15,7 +15,8 @@ _LAT_BUCKETS_S = (.005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2
 _TPOT_BUCKETS_S = (.001, .002, .004, .006, .008, .01, .015, .02, .03, .05, .1, .2)
 
 TTFT = Histogram("quickcode_ttft_seconds", "Frame received → first chunk sent", buckets=_LAT_BUCKETS_S)
-QUEUE = Histogram("quickcode_queue_seconds", "Time in the admission queue", buckets=_LAT_BUCKETS_S)
+QUEUE = Histogram("quickcode_queue_seconds", "Time in the admission queue",
+                  buckets=(.0001, .0005, .001, .0025) + _LAT_BUCKETS_S)   # most requests wait well under 1 ms
 PREFILL = Histogram("quickcode_engine_ttft_seconds", "Engine submit → first token (prefill)", buckets=_LAT_BUCKETS_S)
 TPOT = Histogram("quickcode_time_per_output_token_seconds", "Generation time per output token", buckets=_TPOT_BUCKETS_S)
 E2E = Histogram("quickcode_e2e_seconds", "Frame received → done sent", buckets=_LAT_BUCKETS_S)
