@@ -242,11 +242,11 @@ that rate on this CPU, so most are superseded or shed — what matters here is t
                          ("typing", ("m_idle2", "m_hold"))):
         row = [name]
         for gen in ("0", "1", "2"):
-            n = r[b].get(f'quickcode_gc_pause_seconds_count{{generation="{gen}"}}', 0) - r[a].get(
+            count = r[b].get(f'quickcode_gc_pause_seconds_count{{generation="{gen}"}}', 0) - r[a].get(
                 f'quickcode_gc_pause_seconds_count{{generation="{gen}"}}', 0)
             total = r[b].get(f'quickcode_gc_pause_seconds_sum{{generation="{gen}"}}', 0) - r[a].get(
                 f'quickcode_gc_pause_seconds_sum{{generation="{gen}"}}', 0)
-            row.append(f"{n:.0f} × {1000 * total / n:.1f} ms" if n else "0")
+            row.append(f"{count:.0f} × {1000 * total / count:.1f} ms" if count else "0")
         gc_rows.append(row)
     report.add("Garbage-collector pauses in the backend (`quickcode_gc_pause_seconds`: count × mean pause, by "
                "generation; the objects that live as long as the process — torch, vLLM — are frozen out of the "

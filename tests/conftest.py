@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,9 +69,23 @@ def start_backend(log_path: Path, *settings: str, port: int | None = None, env: 
                     return backend
         except Exception:
             pass
+        if _engine_failed(backend.http_url, probe_ctx):   # the engine will never come up: say why at once
+            stop_backend(backend)
+            raise RuntimeError(f"the backend's engine failed to start:\n{backend.log_tail()}")
         time.sleep(0.5)
     stop_backend(backend)
     raise RuntimeError(f"backend not ready after {timeout_s} s:\n{backend.log_tail()}")
+
+
+def _engine_failed(http_url: str, ctx) -> bool:
+    """/healthz is 503 once the engine failed to start (or died): no point waiting for /readyz."""
+    try:
+        urllib.request.urlopen(f"{http_url}/healthz", timeout=2, context=ctx).close()
+    except urllib.error.HTTPError as e:
+        return e.code == 503
+    except Exception:
+        pass
+    return False
 
 
 def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:

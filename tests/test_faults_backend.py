@@ -29,7 +29,8 @@ from tests.ws_helpers import complete, http_get, open_session, read_until_termin
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 DRAIN_S = 2.0
-LONG = {"prefix": "import os\nimport sys\n\n", "max_tokens": 256}
+# long enough that it is still streaming when the engine is killed, however fast the machine
+LONG = {"prefix": "import os\nimport sys\n\n", "max_tokens": 1900}
 FIGURES: dict[str, float] = {}
 
 
@@ -48,7 +49,7 @@ def backends():
     specs = {"engine_kill": [], "drain": [f"shutdown_drain_s={DRAIN_S}"], "kill9": []}
     with concurrent.futures.ThreadPoolExecutor(len(specs)) as pool:
         futs = {name: pool.submit(start_backend, ARTIFACTS / "logs" / f"backend-fault-{name}.log", "spec_method=off",
-                                  f"replica_id={name}", *extra) for name, extra in specs.items()}
+                                  "max_tokens_limit=2000", f"replica_id={name}", *extra) for name, extra in specs.items()}
         started = {name: f.result() for name, f in futs.items()}
     yield started
     for b in started.values():
@@ -96,7 +97,7 @@ def test_engine_death_turns_readyz_red_and_every_request_gets_a_typed_error(back
     sse_started = threading.Event()
 
     def read_sse():
-        with http.stream("POST", f"{b.http_url}/v1/completions", json={"prompt": "class A:\n", "max_tokens": 256,
+        with http.stream("POST", f"{b.http_url}/v1/completions", json={"prompt": "class A:\n", "max_tokens": 1900,
                                                                        "stream": True}) as r:
             for line in r.iter_lines():
                 if line:

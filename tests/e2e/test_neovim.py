@@ -9,6 +9,7 @@ Run alone: .venv/bin/python -m pytest -m neovim -s
 from __future__ import annotations
 
 import pathlib
+import re
 import time
 
 import pytest
@@ -93,6 +94,16 @@ def cursor_offset(nvim) -> int:
 def insert_at(text: str, offset_bytes: int, insert: str) -> str:
     b = text.encode()
     return (b[:offset_bytes] + insert.encode() + b[offset_bytes:]).decode()
+
+
+def apply_text_edit(text: str, rng: dict, new_text: str, snippet: bool) -> str:
+    """The buffer after an LSP textEdit (ASCII test text: UTF-16 columns are character columns)."""
+    if snippet:   # the server escapes the literal text as a snippet for clients that support snippets
+        new_text = re.sub(r"\\([$}\\])", r"\1", new_text.removesuffix("$0"))
+    lines = text.split("\n")
+    start = sum(len(line) + 1 for line in lines[: rng["start"]["line"]]) + rng["start"]["character"]
+    end = sum(len(line) + 1 for line in lines[: rng["end"]["line"]]) + rng["end"]["character"]
+    return text[:start] + new_text + text[end:]
 
 
 def test_neovim_inline_ghost_text_accept_and_write(backend, tmp_path):
@@ -193,7 +204,8 @@ def test_neovim_completion_menu_fallback(backend, tmp_path):
                 "local i = vim.fn.complete_info({'items', 'mode'}) "
                 "if i.mode ~= '' and #i.items > 0 then "
                 "  local ci = vim.tbl_get(i.items[1], 'user_data', 'nvim', 'lsp', 'completion_item') "
-                "  return ci and {word = i.items[1].word, new_text = ci.textEdit and ci.textEdit.newText} end"), GHOST_TIMEOUT_S)
+                "  return ci and ci.textEdit and {word = i.items[1].word, new_text = ci.textEdit.newText, "
+                "    range = ci.textEdit.range, snippet = ci.insertTextFormat == 2} end"), GHOST_TIMEOUT_S)
             if item and (item.get("new_text") or "").strip():
                 break
             nvim.input("<C-e>")
@@ -204,7 +216,7 @@ def test_neovim_completion_menu_fallback(backend, tmp_path):
         nvim.input("<C-p>")
         wait_until(lambda: nvim.exec_lua("return vim.fn.complete_info({'selected'}).selected") == -1, 2.0)
         before_accept = buffer_text(nvim)
-        expected = insert_at(before_accept, cursor_offset(nvim), item["new_text"])
+        expected = apply_text_edit(before_accept, item["range"], item["new_text"], item["snippet"])
         nvim.input("<Tab>")
         changed = wait_until(lambda: buffer_text(nvim) != before_accept, 5.0)
         t.lap("accepted")
