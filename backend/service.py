@@ -101,7 +101,8 @@ class CompletionService:
         snippets = render_snippets([(s.path, s.text) for s in msg.snippets], msg.language) if msg.snippets else ""
         max_tokens = 1 if msg.prefill_only else msg.max_tokens
         budget = min(self.s.max_prompt_tokens, self.engine.max_model_len - max_tokens - 1)
-        ids = build_prompt(self.engine.tokenizer, self.engine.template, msg.prefix, msg.suffix, budget, snippets)
+        ids = build_prompt(self.engine.tokenizer, self.engine.template, msg.prefix, msg.suffix, budget, snippets,
+                           self.s.fim_policy)
         now = time.perf_counter()
         req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now)
         metrics.TOKENIZE.observe(now - t0)

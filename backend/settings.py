@@ -34,6 +34,9 @@ class Settings(BaseSettings):
     num_speculative_tokens: int = 5
     served_model_name: str = "quickcode-embedded"
     fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the model folder's quickcode_fim.json
+    # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
+    # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real models)
+    fim_policy: Literal["always", "mid_line"] = "mid_line"
 
     # ── vLLM engine
     dtype: str = "bfloat16"

@@ -320,9 +320,12 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
         irows.append([d["kind"], f"`{d['cursor_line'].strip()[-40:]}`", f"`{d['expected'][:40]}`",
                       f"`{d['completion'][:40]}`" if d["completion"] else "(empty)", "yes" if d["exact"] else "no"])
     rep.add(f"## Idiom completions by the target (greedy, held-out lines)\n\nThe cursor sits inside a common "
-            f"Python idiom of a held-out file; the target completes the rest of the line (FIM: the lines after it "
-            f"are the suffix). One example per kind; over all {len(off['idioms'])} cases the whole rest of the "
-            f"line is exact in {off['idiom_exact']:.0%}.\n\n" + md_table(
+            f"Python idiom of a held-out file; the target completes the rest of the line, prompted as the backend "
+            f"prompts it (`fim_policy = \"{off.get('idiom_policy', 'always')}\"`: at the end of a line the plain "
+            f"prefix, else FIM with the lines after the cursor as the suffix). One example per kind; over all "
+            f"{len(off['idioms'])} cases the whole rest of the line is exact in {off['idiom_exact']:.0%}"
+            + (f" ({off['idiom_exact_fim_always']:.0%} when every prompt is FIM)" if "idiom_exact_fim_always" in off
+               else "") + ".\n\n" + md_table(
                 ["idiom", "line up to the cursor", "expected rest of line", "target's completion", "exact"], irows[:12]))
 
     _plot(rep, per_k, vk, off_pos, c)

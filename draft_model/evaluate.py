@@ -212,13 +212,22 @@ def fim_cases(model_dir: Path, data_dir: Path | None, n: int, seed: int = 0) -> 
     return out
 
 
-def prompt_ids(model_dir: Path, cases: list[dict], max_prompt_tokens: int) -> list[list[int]]:
+def prompt_ids(model_dir: Path, cases: list[dict], max_prompt_tokens: int,
+               fim_policy: str = "always") -> list[list[int]]:
     """Token ids of each case's prompt, built exactly as the backend builds it (backend/fim.py)."""
     from backend.fim import FimTemplate, build_prompt
 
     tok = tokmod.load(Path(model_dir))
     template = FimTemplate.load(Path(model_dir), tok)
-    return [build_prompt(tok, template, c["prefix"], c["suffix"], max_prompt_tokens) for c in cases]
+    return [build_prompt(tok, template, c["prefix"], c["suffix"], max_prompt_tokens, fim_policy=fim_policy)
+            for c in cases]
+
+
+def serving_fim_policy() -> str:
+    """The backend's default `fim_policy` (how `quickcode serve` prompts the embedded default)."""
+    from backend.settings import Settings
+
+    return Settings.model_fields["fim_policy"].default
 
 
 def heldout_windows(model_dir: Path, data_dir: Path | None, seq_len: int, n_windows: int,
@@ -411,11 +420,12 @@ def idiom_cases(docs: list[Document], per_kind: int = 5) -> list[dict]:
 
 @torch.no_grad()
 def complete_idioms(target, model_dir: Path, cases: list[dict], max_prompt_tokens: int,
-                    max_new_tokens: int = 24) -> list[dict]:
-    """The target's greedy completion of each idiom case, cut at the end of the line."""
+                    max_new_tokens: int = 24, fim_policy: str | None = None) -> list[dict]:
+    """The target's greedy completion of each idiom case, cut at the end of the line, prompted as the backend
+    prompts it by default (`fim_policy`)."""
     tok = tokmod.load(Path(model_dir))
     eot = tok.token_to_id(template_names(model_dir)["eot_token"])
-    prompts = prompt_ids(model_dir, cases, max_prompt_tokens)
+    prompts = prompt_ids(model_dir, cases, max_prompt_tokens, fim_policy or serving_fim_policy())
     newline_ids = frozenset(i for t, i in tok.get_vocab().items() if "\n" in tok.decode([i]))
     out = []
     for c, p in zip(cases, tqdm(prompts, desc="idiom completions", unit="case", leave=False)):
@@ -496,6 +506,10 @@ def evaluate_pair(target_dir: Path, draft_dir: Path | None, data_dir: Path | Non
     done = complete_idioms(target, target_dir, idioms, cfg.max_prompt_tokens)
     result["idioms"] = done
     result["idiom_exact"] = sum(d["exact"] for d in done) / max(1, len(done))
+    result["idiom_policy"] = serving_fim_policy()
+    if result["idiom_policy"] != "always":    # what infilling every prompt would give (the policy's reason)
+        fim = complete_idioms(target, target_dir, idioms, cfg.max_prompt_tokens, fim_policy="always")
+        result["idiom_exact_fim_always"] = sum(d["exact"] for d in fim) / max(1, len(fim))
     return result
 
 

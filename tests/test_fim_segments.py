@@ -59,3 +59,21 @@ def test_the_prompt_is_cut_at_a_line_boundary_and_is_stable_while_typing(tok):
     # one more character re-encodes the last line only: the rest of the prompt (the prefix cache's part) stays
     common = next(i for i, (a, b) in enumerate(zip(before, after)) if a != b)
     assert common >= len(before) - 30
+
+
+def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(tok):
+    template = fim.FimTemplate.load(REPO / "models" / "target", tok)
+    prefix, below = "def f(x):\n    return ", "\n\n\ndef g():\n    pass\n"
+    # end of the line: the plain prefix, no FIM tokens, the lines below not shown
+    plain = fim.build_prompt(tok, template, prefix, below, 512, fim_policy="mid_line")
+    assert plain == tok.encode(prefix).ids
+    assert fim.build_prompt(tok, template, prefix, "  \n" + below, 512, fim_policy="mid_line") == plain
+    # text after the cursor on the same line: fill-in-the-middle, as with `always`
+    mid = fim.build_prompt(tok, template, prefix, "x)" + below, 512, fim_policy="mid_line")
+    assert mid == fim.build_prompt(tok, template, prefix, "x)" + below, 512, fim_policy="always")
+    assert template.middle_id == mid[-1] and template.suffix_id in mid and template.prefix_id in mid
+    assert template.middle_id in fim.build_prompt(tok, template, prefix, below, 512, fim_policy="always")
+    # snippets go before the prefix and the budget holds
+    long_prefix = (STDLIB / "argparse.py").read_text()[:20000]
+    p = fim.build_prompt(tok, template, long_prefix, "", 300, "# other.py\n# x = 1\n", fim_policy="mid_line")
+    assert len(p) <= 300 and tok.decode(p).startswith("# other.py")
