@@ -31,7 +31,10 @@ class Settings(BaseSettings):
     precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
     draft_model: Path = REPO / "models" / "draft"
     spec_method: Literal["draft", "ngram", "off"] = "draft"
-    num_speculative_tokens: int = 5
+    # K draft tokens per step. The embedded default on a CPU: 2 (vLLM at batch 1, same run: K=2 0.72x, K=8 0.50x
+    # of plain decoding — a CPU step costs mostly fixed overhead, so short drafts lose least; ngram or off are
+    # faster still there, see benchmarks/reports/draft.md). The GPU profile uses 5 (configs/gpu-13b-int8.toml).
+    num_speculative_tokens: int = 2
     served_model_name: str = "quickcode-embedded"
     fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the model folder's quickcode_fim.json
     # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
