@@ -84,7 +84,8 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
     # warm both paths
     for i in range(4):
         text, _ = corpus.prompt(256)
-        await direct(f"warm-{i}", build_prompt(engine.tokenizer, engine.template, text, "", budget))
+        await direct(f"warm-{i}", build_prompt(engine.tokenizer, engine.template, text, "", budget,
+                                                     fim_policy=settings.fim_policy))
         await via_ws(corpus.prompt(256)[0])
     results = {}
     for n_tokens in [int(x) for x in args.lengths.split(",")]:
@@ -93,7 +94,7 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
         for i in range(args.pairs):
             a_text, _ = corpus.prompt(n_tokens)     # a fresh prompt for each path: no prefix-cache help
             b_text, _ = corpus.prompt(n_tokens)
-            ids = build_prompt(engine.tokenizer, engine.template, a_text, "", budget)
+            ids = build_prompt(engine.tokenizer, engine.template, a_text, "", budget, fim_policy=settings.fim_policy)
             if i % 2 == 0:
                 d = await direct(f"ovh-{n_tokens}-{i}", ids)
                 w = await via_ws(b_text)

@@ -68,7 +68,7 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
     template = FimTemplate.load(s.target_path, tok, s.fim_order)
     max_model_len = s.max_model_len or json.loads((s.target_path / "config.json").read_text())["max_position_embeddings"]
     budget = min(s.max_prompt_tokens, max_model_len - MAX_TOKENS - 1)
-    prompts = [build_prompt(tok, template, c["prefix"], c["suffix"], budget) for c in cases]
+    prompts = [build_prompt(tok, template, c["prefix"], c["suffix"], budget, fim_policy=s.fim_policy) for c in cases]
     plain = run_subprocesses({"prompts": prompts, "max_tokens": MAX_TOKENS, "warmup": 1,
                               "runs": [{"name": "plain", "settings": {"spec_method": "off"}}]}, tmp_path)["plain"]
 
