@@ -66,8 +66,10 @@ class Client:
             pass
 
     async def send(self, frame: dict | str | bytes) -> float:
+        """Send; returns the time it began (the server may receive the frame before `send` returns here)."""
+        t0 = time.perf_counter()
         await self.ws.send(frame if isinstance(frame, (str, bytes)) else json.dumps(frame))
-        return time.perf_counter()
+        return t0
 
     async def complete(self, rid: str, prefix: str, **fields) -> float:
         return await self.send({"kind": "complete", "id": rid, "prefix": prefix, **fields})
