@@ -232,8 +232,9 @@ def _snippet_support(ls: QuickcodeServer) -> bool:
 
 
 def _escape_snippet(text: str) -> str:
-    """Plain text as an LSP snippet that expands to exactly that text, ending with the cursor after it."""
-    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}") + "$0"
+    """Plain text as an LSP snippet that expands to exactly that text; with no tab stop the cursor ends after it
+    (a trailing `$0` would show in clients that use the snippet text as the menu word, e.g. Neovim)."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
 
 
 def _path(uri: str) -> str:
