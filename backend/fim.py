@@ -188,7 +188,10 @@ def uses_fim(policy: str, suffix: str) -> bool:
     cursor on its line — at the end of a line the prompt is the plain prefix (the lines below are not shown to
     the model), for models whose left-to-right completion is much better than their infilling (the embedded
     default's tiny target: 9/60 held-out idiom lines exact from the plain prefix, 0/60 as FIM)."""
-    return policy == "always" or bool(suffix.split("\n", 1)[0].strip())
+    if policy == "always":
+        return True
+    nl = suffix.find("\n")          # the rest of the cursor's line, without copying the (long) rest of the file
+    return bool((suffix if nl < 0 else suffix[:nl]).strip())
 
 
 def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_prompt_tokens: int,
