@@ -198,11 +198,10 @@ def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_p
                  snippets_text: str = "", fim_policy: str = "always") -> list[int]:
     """The prompt for one completion. Budget: suffix ≤ 1/4, snippets ≤ 1/4, the prefix takes the rest."""
     budget = max_prompt_tokens - 4
+    snip = _keep_tail(tok, snippets_text, budget // 4) if snippets_text else []
     if not uses_fim(fim_policy, suffix):
-        snip = _keep_tail(tok, snippets_text, budget // 4) if snippets_text else []
         return [*snip, *_keep_tail(tok, prefix, budget - len(snip))]
     suf = _keep_head(tok, suffix, budget // 4) if suffix else []
-    snip = _keep_tail(tok, snippets_text, budget // 4) if snippets_text else []
     pre = _keep_tail(tok, prefix, budget - len(suf) - len(snip))
     if t.order == "spm":
         return [t.suffix_id, *suf, t.prefix_id, *snip, *pre, t.middle_id]

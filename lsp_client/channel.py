@@ -8,6 +8,7 @@ are pending, a watchdog pings a silent connection, so a dead network is noticed 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import random
@@ -29,6 +30,7 @@ WATCHDOG_SILENCE_S = 0.2     # with requests pending and no frame for this long,
 WATCHDOG_PONG_S = 0.3        # ... and declare the connection dead if the pong takes longer
 
 
+@functools.cache
 def _local_user() -> str:
     """A stable, non-identifying key for this developer on this machine (user and host, hashed)."""
     import getpass
