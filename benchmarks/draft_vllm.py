@@ -25,15 +25,17 @@ import time
 from pathlib import Path
 
 
-def _request_params(max_tokens: int):
+def _request_params(max_tokens: int, logprobs: int | None = None):
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     return SamplingParams(max_tokens=max_tokens, temperature=0.0, output_kind=RequestOutputKind.DELTA,
-                          skip_special_tokens=True)
+                          skip_special_tokens=True, logprobs=logprobs)
 
 
-async def _generate(llm, rid: str, prompt: list[int], max_tokens: int) -> dict:
+async def _generate(llm, rid: str, prompt: list[int], max_tokens: int, logprobs: int | None = None) -> dict:
+    """One greedy request. `logprobs`: also record, per generated token, the `logprobs` most likely
+    alternatives as [[token_id, logprob], ...] best first (to tell a numerical near-tie from a real difference)."""
     from vllm.inputs import TokensPrompt
 
     t_submit = time.perf_counter()
@@ -41,9 +43,10 @@ async def _generate(llm, rid: str, prompt: list[int], max_tokens: int) -> dict:
     ids: list[int] = []
     text: list[str] = []
     steps_seen: list[int] = []   # tokens per streamed output (one engine step each unless the consumer lagged)
+    top: list[list[list]] = []
     sd = None
     finish = None
-    async for out in llm.generate(TokensPrompt(prompt_token_ids=prompt), _request_params(max_tokens), rid):
+    async for out in llm.generate(TokensPrompt(prompt_token_ids=prompt), _request_params(max_tokens, logprobs), rid):
         now = time.perf_counter()
         c = out.outputs[0]
         if c.token_ids:
@@ -53,11 +56,15 @@ async def _generate(llm, rid: str, prompt: list[int], max_tokens: int) -> dict:
             steps_seen.append(len(c.token_ids))
         ids += list(c.token_ids)
         text.append(c.text)
+        for alternatives in (c.logprobs or []) if logprobs else []:
+            top.append(sorted(([t, lp.logprob] for t, lp in alternatives.items()), key=lambda a: -a[1]))
         sd = c.spec_decode_metrics or sd
         finish = c.finish_reason or finish
     rec = {"token_ids": ids, "text": "".join(text), "finish_reason": finish, "streamed_steps": steps_seen,
            "ttft_s": (t_first or t_submit) - t_submit, "decode_s": (t_last or t_submit) - (t_first or t_submit),
            "e2e_s": (t_last or time.perf_counter()) - t_submit}
+    if logprobs:
+        rec["top_logprobs"] = top
     if sd is not None:
         rec["spec"] = {"histogram": list(sd.histogram), "num_draft_tokens": sd.num_draft_tokens,
                        "per_step_accepted": list(sd.per_step_accepted), "per_step_drafted": list(sd.per_step_drafted)}
@@ -105,10 +112,11 @@ async def run_one(run: dict, spec: dict) -> dict:
         prompts, max_tokens = spec["prompts"], spec["max_tokens"]
         for i in range(min(spec.get("warmup", 2), len(prompts))):
             await _generate(llm, f"warmup-{i}", prompts[i], max_tokens)
+        logprobs = spec.get("logprobs")
         await asyncio.sleep(0.2)  # let the stat logger record the warm-up steps before the snapshot
         before = (stats.spec_drafts, stats.spec_draft_tokens, stats.spec_accepted_tokens, list(stats.spec_accepted_per_pos))
         t0 = time.perf_counter()
-        out["requests"] = [await _generate(llm, f"req-{i}", p, max_tokens) for i, p in enumerate(prompts)]
+        out["requests"] = [await _generate(llm, f"req-{i}", p, max_tokens, logprobs) for i, p in enumerate(prompts)]
         out["wall_s"] = time.perf_counter() - t0
         await asyncio.sleep(0.5)
         per_pos = [a - (before[3][i] if i < len(before[3]) else 0) for i, a in enumerate(stats.spec_accepted_per_pos)]

@@ -3,6 +3,13 @@
 The session's backend (`quickcode serve` with the defaults: models/target + models/draft speculating) answers
 held-out fill-in-the-middle prompts over the WebSocket; one extra engine in a subprocess (the backend's own
 engine arguments with `spec_method="off"`) answers the same prompts, built exactly as the backend builds them.
+
+The target runs in bfloat16: verifying K draft tokens in one forward pass sums in a different order than
+decoding them one at a time, so where the target's two best tokens are within bfloat16 rounding of each other
+the two runs may pick different ones (a CI machine with another CPU did, on 2 of 24 prompts). The test allows
+a difference only there: at the first differing token the served text must continue with the plain run's
+runner-up, and that runner-up must be within TIE_NATS of the plain run's choice. A broken verifier (accepting
+draft tokens the target would not pick) diverges where the target is sure, and fails.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parent.parent
 N_PROMPTS = 24
 MAX_TOKENS = 32
+TIE_NATS = 0.25   # bfloat16 keeps 8 bits of mantissa: a logit near 20 is rounded to a step of 0.125
 
 
 async def _complete_all(url: str, cases: list[dict]) -> list[tuple[str, Done]]:
@@ -69,10 +77,35 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
     max_model_len = s.max_model_len or json.loads((s.target_path / "config.json").read_text())["max_position_embeddings"]
     budget = min(s.max_prompt_tokens, max_model_len - MAX_TOKENS - 1)
     prompts = [build_prompt(tok, template, c["prefix"], c["suffix"], budget, fim_policy=s.fim_policy) for c in cases]
-    plain = run_subprocesses({"prompts": prompts, "max_tokens": MAX_TOKENS, "warmup": 1,
+    plain = run_subprocesses({"prompts": prompts, "max_tokens": MAX_TOKENS, "warmup": 1, "logprobs": 5,
                               "runs": [{"name": "plain", "settings": {"spec_method": "off"}}]}, tmp_path)["plain"]
 
-    mismatches = [(i, a, b["text"]) for i, ((a, _), b) in enumerate(zip(served, plain["requests"])) if a != b["text"]]
-    assert not mismatches, f"{len(mismatches)}/{len(cases)} completions differ, first: {mismatches[0]}"
-    for (_, done), ref in zip(served, plain["requests"]):
-        assert done.timing.output_tokens == len(ref["token_ids"])
+    ties = []
+    for i, ((text, done), ref) in enumerate(zip(served, plain["requests"])):
+        if text == ref["text"]:
+            assert done.timing.output_tokens == len(ref["token_ids"])
+            continue
+        where, gap_nats = _divergence(tok, text, ref)
+        assert gap_nats is not None and gap_nats <= TIE_NATS, (
+            f"prompt {i}: served and plain differ at token {where} where the target is not tied "
+            f"(gap {gap_nats} nats): served {text!r}, plain {ref['text']!r}")
+        ties.append((i, where, round(gap_nats, 4)))
+    print(f"identical {len(cases) - len(ties)}/{len(cases)}; differing only at near-ties (prompt, token, gap): {ties}")
+    assert len(ties) <= len(cases) // 4, f"too many near-tie differences for bfloat16 rounding: {ties}"
+
+
+def _divergence(tok, served: str, ref: dict) -> tuple[int, float | None]:
+    """The first plain-run token the served text does not continue with, and the log-probability gap between
+    the plain run's pick there and the alternative the served text took (None: not among its top 5)."""
+    ids, top = ref["token_ids"], ref["top_logprobs"]
+    for j in range(len(ids)):
+        before = tok.decode(ids[:j])
+        if served.startswith(tok.decode(ids[:j + 1])):
+            continue
+        best = top[j][0][1]
+        for alt, lp in top[j]:
+            tail = tok.decode(ids[:j] + [alt])[len(before):]
+            if alt != ids[j] and tail and served[len(before):].startswith(tail):
+                return j, best - lp
+        return j, None
+    return len(ids), None   # plain's text is a prefix of the served text: the served run went on further
