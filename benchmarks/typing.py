@@ -84,11 +84,16 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
             "served_inflight": g("served_inflight"), "served_network": g("served_network"),
             "tokens_generated": g("tokens_generated"), "tokens_never_shown": g("tokens_never_shown"),
             "cancelled": g("cancelled"), "stopped_early": g("stopped_early"), "skipped": g("skipped_predictor"),
-            "prefetches": g("prefetches")}
+            "prefetches": g("prefetches"), "wasted_by": stats.get("wasted_by", {}),
+            "_falls": stats.get("waterfalls", [])}
 
 
 def _summary(rows: list[dict]) -> dict:
-    s = {k: sum(r[k] for r in rows) for k in rows[0] if k != "pause_to_ghost_ms"}
+    s = {k: sum(r[k] for r in rows) for k in rows[0] if k not in ("pause_to_ghost_ms", "wasted_by", "_falls")}
+    wasted_by: dict[str, int] = {}
+    for r in rows:
+        for why, n in r["wasted_by"].items():
+            wasted_by[why] = wasted_by.get(why, 0) + n
     lat = [x for r in rows for x in r["pause_to_ghost_ms"]]
     suggestions = s["served_cache"] + s["served_inflight"] + s["served_network"]
     return {
@@ -102,6 +107,7 @@ def _summary(rows: list[dict]) -> dict:
         "pause_to_ghost_ms": pcts(lat, (50, 95)), "ghost_in_pauses": round(len(lat) / max(1, s["pauses"]), 3),
         "cancelled": s["cancelled"], "stopped_early": s["stopped_early"], "skipped_by_predictor": s["skipped"],
         "prefetches": s["prefetches"], "_lat": lat,
+        "wasted_by": {k: v for k, v in sorted(wasted_by.items(), key=lambda kv: -kv[1]) if v},
     }
 
 
@@ -169,6 +175,11 @@ def run(args: argparse.Namespace) -> dict:
         ["wasted tokens ≤ 5 % of generated", f"{ours['wasted_share']:.1%} — {'yes' if targets['wasted_le_5pct'] else 'no'}"],
         ["lower p95 pause → ghost text", f"{p95_o} vs {p95_b} ms — {'yes' if targets['p95_lower_than_baseline'] else 'no'}"],
     ]))
+    rep.add("**Where the wasted tokens went** (ours; how each request none of whose text was shown ended): "
+            + ", ".join(f"{why} {n}" for why, n in ours["wasted_by"].items())
+            + ". typed_away: the user typed something else before the text could be shown; superseded: a newer "
+            "request replaced it; stopped_early: stopped once its text was final, never shown; empty: its text "
+            "post-processed to nothing.")
     _plot(rep, ours["_lat"], base["_lat"])
     headline = {"requests_per_100_keys": ours["requests_per_100_keys"],
                 "baseline_requests_per_100_keys": base["requests_per_100_keys"], "fewer_requests": round(fewer, 3),
@@ -178,7 +189,8 @@ def run(args: argparse.Namespace) -> dict:
                 "accepted": ours["accepted"], "baseline_accepted": base["accepted"],
                 "predictor_skipped": ours["skipped_by_predictor"],
                 "no_predictor_requests_per_100_keys": nop["requests_per_100_keys"] if nop else None,
-                "no_predictor_accepted": nop["accepted"] if nop else None, "targets_met": targets}
+                "no_predictor_accepted": nop["accepted"] if nop else None, "wasted_by": ours["wasted_by"],
+                "targets_met": targets}
     return rep.finish(headline)
 
 

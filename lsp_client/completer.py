@@ -28,7 +28,7 @@ from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel, Lost, Stream, Unavailable
 from lsp_client.config import ClientConfig
 from lsp_client.context import Context, build
-from lsp_client.debounce import AdaptiveDebounce
+from lsp_client.debounce import AdaptiveDebounce, place
 from lsp_client.inflight import Fit, Flight, Inflight
 from lsp_client.predictor import AcceptancePredictor, features
 from lsp_client.prefetch import is_pause_point
@@ -76,6 +76,7 @@ class Stats:
     warmups: int = 0
     tokens_generated: int = 0        # output tokens of finished backend requests
     tokens_never_shown: int = 0      # ... of requests none of whose text was ever shown (wasted)
+    wasted_by: dict = field(default_factory=dict)   # how each wasted request ended → its tokens
     waterfalls: deque = field(default_factory=lambda: deque(maxlen=500))
 
     def as_dict(self) -> dict:
@@ -122,6 +123,7 @@ class Completer:
         self.cfg = cfg
         d = self.debounce
         d.base_ms, d.min_ms, d.max_ms, d.adaptive = cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms, cfg.adaptive_debounce
+        d.learn_pauses, d.min_chance = cfg.learn_pauses, cfg.pause_min_chance
         self.predictor.threshold, self.predictor.exploration = cfg.predictor_threshold, cfg.predictor_exploration
         self.inflight.max_per_doc = cfg.max_inflight_per_doc
 
@@ -141,11 +143,12 @@ class Completer:
         jumped = (edit_offset is not None and doc.last_cursor is not None
                   and abs(text.count("\n", 0, edit_offset) - doc.text.count("\n", 0, doc.last_cursor)) > 30)
         doc.text = text
-        self.debounce.keystroke(self.clock() * 1000)
+        where = None if edit_offset is None else place(text[text.rfind("\n", 0, edit_offset) + 1:edit_offset])
+        self.debounce.keystroke(self.clock() * 1000, where)
         if self.cfg.cancel_stale:
             for f in self.inflight.for_uri(uri):
                 if not still_fits(f, text):
-                    self._cancel(f)
+                    self._cancel(f, "typed_away")
         if self.cfg.snippets:
             self.neighbours.touch(uri, doc.path, doc.language, text)   # cheap: indexed lazily, when another file asks
         if jumped and self.cfg.warmup and self.cfg.language_enabled(doc.language):
@@ -155,7 +158,7 @@ class Completer:
 
     def on_close(self, uri: str) -> None:
         for f in self.inflight.for_uri(uri):
-            self._cancel(f)
+            self._cancel(f, "closed")
         self.outcomes.on_closed(uri, self.clock())
         self.docs.pop(uri, None)
         self.neighbours.forget(uri)
@@ -192,7 +195,8 @@ class Completer:
             if self.cfg.predictor and not explicit and not self.predictor.should_request(x, self.rng):
                 self.stats.skipped_predictor += 1
                 return None
-            wait_ms = 0.0 if explicit else self.debounce.wait_ms(self.clock() * 1000, is_pause_point(ctx.line_prefix))
+            wait_ms = 0.0 if explicit else self.debounce.wait_ms(self.clock() * 1000, is_pause_point(ctx.line_prefix),
+                                                                  place(ctx.line_prefix))
             if wait_ms > 0:
                 await self.sleep(wait_ms / 1000)
             if doc.generation != gen or doc.text is not snapshot or self.docs.get(uri) is not doc:
@@ -206,6 +210,7 @@ class Completer:
                 flight, launched = self._launch(doc, ctx), True
                 if flight is None:
                     return None              # backend unreachable: answer empty, at once
+                flight.extra["waited_ms"] = round(wait_ms, 1)
         try:
             text, typed = await self._wait_for_text(flight, ctx, sh, t0)
         except asyncio.CancelledError:
@@ -213,12 +218,14 @@ class Completer:
             raise
         if not text or doc.text is not snapshot or self.docs.get(uri) is not doc:
             self.stats.empty += 1
+            self._release(flight)
             return None                      # nothing to show, or the document changed while we waited
         if launched:
             self.stats.served_network += 1
         else:
             self.stats.served_inflight += 1
         self._mark_shown(flight.rid)
+        self._release(flight)
         return self._show(doc, ctx, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
                           "network" if launched else "inflight", t0)
 
@@ -251,7 +258,7 @@ class Completer:
             flight, stale = None, self.inflight.for_uri(uri)
         if self.cfg.cancel_stale:
             for f in stale:
-                self._cancel(f)
+                self._cancel(f, "superseded")
         return flight
 
     def _launch(self, doc: _Doc, ctx: Context, *, priority: Priority = Priority.NORMAL,
@@ -271,7 +278,7 @@ class Completer:
                             start=ctx.prefix_start, prefill_only=prefill_only)
         if not prefill_only:
             for old in self.inflight.add(flight):
-                self._cancel(old)
+                self._cancel(old, "superseded")
         flight.extra["task"] = asyncio.create_task(self._pump(flight, stream), name=f"pump-{rid}")
         return flight
 
@@ -283,9 +290,11 @@ class Completer:
                     continue                      # cancelled or stopped: drain until the backend's done
                 flight.streamed += text
                 self._notify(flight)
+                if "final_s" not in flight.extra:
+                    self._note_final(flight, False)
                 doc = self.docs.get(flight.uri)
                 if self.cfg.cancel_stale and (doc is None or not still_fits(flight, doc.text)):
-                    self._cancel(flight)          # what arrived contradicts what the user typed meanwhile
+                    self._cancel(flight, "typed_away")   # what arrived contradicts what the user typed meanwhile
                 elif flight.listeners == 0 and self._enough(flight):
                     self._stop_early(flight)
         finally:
@@ -295,15 +304,26 @@ class Completer:
             self.inflight.remove(flight)
             self._to_cache(flight)
             if isinstance(stream.end, Done):
+                if "final_s" not in flight.extra and not flight.extra.get("cancelled"):
+                    self._note_final(flight, True)
                 tokens = stream.end.timing.output_tokens
                 self.stats.tokens_generated += tokens
                 if flight.rid not in self._shown_rids:
+                    why = _ending(flight)
                     self.stats.tokens_never_shown += tokens
-                    self._pending_tokens[flight.rid] = tokens
+                    self.stats.wasted_by[why] = self.stats.wasted_by.get(why, 0) + tokens
+                    self._pending_tokens[flight.rid] = (tokens, why)
                 if stream.t_first is not None and not flight.prefetch:
                     self.debounce.latency((stream.t_first - stream.t_sent) * 1000)
             self._waterfall(flight, stream)
             self._notify(flight)
+
+    def _note_final(self, flight: Flight, finished: bool) -> None:
+        """Measure how long after sending a request its text to show is final (what the debounce waits for)."""
+        if flight.prefetch or not postprocess.cut(flight.streamed, flight.extra["shape"], finished)[1]:
+            return
+        flight.extra["final_s"] = self.clock()
+        self.debounce.shown_after((flight.extra["final_s"] - flight.started_s) * 1000)
 
     def _enough(self, flight: Flight) -> bool:
         """The shown text is final and the hot-streak lines beyond it have arrived (or the block ended)."""
@@ -363,8 +383,11 @@ class Completer:
                     pass
         finally:
             flight.listeners -= 1
-            if flight.listeners == 0 and self._enough(flight):
-                self._stop_early(flight)
+
+    def _release(self, flight: Flight) -> None:
+        """An editor request is done with `flight`: stop it if nobody else needs more of it."""
+        if flight.listeners == 0 and self._enough(flight):
+            self._stop_early(flight)
 
     def _abandoned(self, flight: Flight, doc: _Doc, snapshot: str) -> None:
         """The editor cancelled its request ($/cancelRequest) and nobody else waits on the flight. Document
@@ -373,13 +396,13 @@ class Completer:
         if flight.listeners > 0 or flight.finished or not self.cfg.cancel_stale:
             return
         if doc.text is snapshot or not self.cfg.inflight_reuse:
-            self._cancel(flight)
+            self._cancel(flight, "abandoned")
         else:
             asyncio.get_running_loop().call_later(ABANDON_GRACE_S, self._cancel_if_unused, flight)
 
     def _cancel_if_unused(self, flight: Flight) -> None:
         if flight.listeners == 0 and not flight.finished:
-            self._cancel(flight)
+            self._cancel(flight, "abandoned")
 
     def _show(self, doc: _Doc, ctx: Context, text: str, sid: str, source: str, t0: float) -> Suggestion:
         x = features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
@@ -392,12 +415,14 @@ class Completer:
         if rid and rid not in self._shown_rids:
             self._shown_rids[rid] = True
             if rid in self._pending_tokens:
-                self.stats.tokens_never_shown -= self._pending_tokens.pop(rid)
+                tokens, why = self._pending_tokens.pop(rid)
+                self.stats.tokens_never_shown -= tokens
+                self.stats.wasted_by[why] -= tokens
 
-    def _cancel(self, flight: Flight) -> None:
+    def _cancel(self, flight: Flight, why: str) -> None:
         if flight.finished:
             return
-        flight.extra["cancelled"] = True
+        flight.extra["cancelled"] = why
         flight.finished = True
         self.stats.cancelled += 1
         self.inflight.remove(flight)
@@ -450,7 +475,10 @@ class Completer:
         """One line per backend request: every hop's time under the request id."""
         end = stream.end
         client_ms = (time.perf_counter() - stream.t_sent) * 1000
-        row = {"id": flight.rid, "prefetch": flight.prefetch, "client_total_ms": round(client_ms, 2),
+        row = {"id": flight.rid, "prefetch": flight.prefetch, "multiline": flight.extra["shape"].multiline,
+               "ended": _ending(flight), "waited_ms": flight.extra.get("waited_ms"),
+               "final_ms": round((flight.extra["final_s"] - flight.started_s) * 1000, 1) if "final_s" in flight.extra else None,
+               "client_total_ms": round(client_ms, 2),
                "client_first_chunk_ms": round((stream.t_first - stream.t_sent) * 1000, 2) if stream.t_first else None}
         if isinstance(end, Done):
             t = end.timing
@@ -467,6 +495,18 @@ class Completer:
         log.info("waterfall %s", row)
 
 
+def _ending(f: Flight) -> str:
+    """How a request ended (waste accounting, waterfall): the cancel reason, stopped_early, prefetch, or
+    finished / empty (its text post-processes to nothing)."""
+    if f.extra.get("cancelled"):
+        return f.extra["cancelled"]
+    if f.extra.get("stopped_early"):
+        return "stopped_early"
+    if f.prefetch:
+        return "prefetch"
+    return "finished" if postprocess.cut(f.streamed, f.extra["shape"], True)[0] else "empty"
+
+
 def still_fits(f: Flight, text: str) -> bool:
     """Is the document still at `f`'s prefix followed by typed text consistent with what `f` streamed
     (and then the text that followed the cursor)? Any split of the text after the prefix into typed text +
@@ -479,8 +519,27 @@ def still_fits(f: Flight, text: str) -> bool:
     common = 0
     while common < len(streamed) and at + common < len(text) and text[at + common] == streamed[common]:
         common += 1
-    if any(text.startswith(head, at + m) for m in range(common + 1)):
+    if any(_same_head(text, at + m, head) for m in range(common + 1)):
         return True                  # typed = streamed[:m]: the user is typing what was generated
     if not f.finished and common == len(streamed):
-        return not head or text.find(head, at + common) >= 0   # typed past what has arrived so far
+        if not head:
+            return True              # typed past what has arrived so far, at the end of the document
+        p = text.find(head, at + common)
+        while p >= 0:                # ... or typed past it, and the same text still follows the cursor
+            if _same_head(text, p, head):
+                return True
+            p = text.find(head, p + 1)
     return False
+
+
+def _same_head(text: str, cursor: int, head: str) -> bool:
+    """Would `Context.suffix_head` (the rest of the cursor line and the next) be `head` with the cursor at
+    `cursor`? A head that ends at the cursor line's end also matches (the suffix window stopped there)."""
+    if not text.startswith(head, cursor):
+        return False
+    first = text.find("\n", cursor)
+    if first < 0:
+        return cursor + len(head) == len(text)
+    second = text.find("\n", first + 1)
+    end = len(text) if second < 0 else second
+    return cursor + len(head) in (end, first) and bool(head or first == end)

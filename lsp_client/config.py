@@ -29,6 +29,8 @@ class ClientConfig:
     debounce_min_ms: float = 0.0
     debounce_max_ms: float = 1000.0
     adaptive_debounce: bool = True      # adjust by typing rhythm and measured backend latency
+    learn_pauses: bool = True           # ...and by how long this user pauses at this kind of place (debounce.py)
+    pause_min_chance: float = 0.9       # ask where the pause outlasts the time to show text this often
     # context
     prefix_max_chars: int = 3000        # ~800 tokens
     suffix_max_chars: int = 800

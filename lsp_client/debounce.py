@@ -1,12 +1,45 @@
-"""Adaptive debounce: how long to wait after the last keystroke before asking the backend.
+"""When to ask the backend, after the last keystroke: adaptive debounce, learnt per kind of place.
 
-delay = clamp(max(base, rhythm × typical gap between keys) − latency_weight × backend latency, min, max):
-a fast typist mid-burst is not interrupted, a slow backend is compensated (as Tabby's agent does), and at a
-likely pause point (prefetch.py) the wait is the minimum. Time is passed in by the caller (virtual in tests).
+Without history: delay = clamp(max(base, rhythm × typical gap between keys) − latency_weight × backend
+latency, min, max): a fast typist mid-burst is not interrupted, a slow backend is compensated (as Tabby's agent
+does), and at a likely pause point (prefetch.py) the wait is the minimum.
+
+With history (`learn_pauses`): the user's recent gaps between keys are kept per kind of place the cursor was
+left at (a fresh line, after `(` or `.`, after a space, mid-word...: `place()`). A request asked at such a place
+is only worth making if the pause lasts until its ghost text can be shown (`show_ms`, measured: request sent →
+the text to show is final); otherwise its tokens are generated for nobody. So the wait is the shortest w for
+which, among this place's past gaps longer than w, at least `min_chance` lasted w + show_ms, or for which
+none of them was longer than w (the user is past their usual rhythm: a real pause). Where
+people stop to read (line starts, after an opener) that is no wait at all; mid-word it is a little more than
+the user's slowest ordinary keystroke. Time is passed in by the caller (virtual in tests).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from collections import deque
+from dataclasses import dataclass, field
+
+PLACES = ("line", "open", "dot", "sep", "space", "word", "close", "other")
+
+
+def place(line_prefix: str) -> str:
+    """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
+    if not line_prefix.strip():
+        return "line"
+    ch = line_prefix[-1]
+    if ch in "([{":
+        return "open"
+    if ch == ".":
+        return "dot"
+    if ch in ",:=":
+        return "sep"
+    if ch.isspace():
+        return "space"
+    if ch.isalnum() or ch == "_":
+        return "word"
+    if ch in ")]}":
+        return "close"
+    return "other"
 
 
 @dataclass
@@ -19,30 +52,67 @@ class AdaptiveDebounce:
     latency_weight: float = 0.5
     alpha: float = 0.2               # EWMA weight of a new observation
     pause_gap_ms: float = 1500.0     # gaps longer than this are pauses, not typing rhythm
+    learn_pauses: bool = True
+    min_chance: float = 0.9          # ask once the pause lasts until the text can be shown this often
+    samples: int = 64                # gaps kept per place
+    min_samples: int = 12            # below this many at a place, the rhythm rule above decides
+    tail_min: int = 1                # fewer past gaps than this longer than the wait: it is a real pause
     gap_ms: float | None = None      # EWMA of gaps between keystrokes
     latency_ms: float | None = None  # EWMA of backend time to first chunk
+    show_ms: float | None = None     # EWMA of request sent → the text to show is final
     last_key_ms: float | None = None
+    last_place: str | None = None
+    gaps: dict[str, deque] = field(default_factory=dict)
 
-    def keystroke(self, now_ms: float) -> None:
+    def keystroke(self, now_ms: float, place_after: str | None = None) -> None:
+        """A key at `now_ms`, leaving the cursor at a place of kind `place_after` (None: not known)."""
         if self.last_key_ms is not None:
             gap = now_ms - self.last_key_ms
             if 0 < gap < self.pause_gap_ms:
                 self.gap_ms = gap if self.gap_ms is None else self.gap_ms + self.alpha * (gap - self.gap_ms)
+            if gap > 0 and self.last_place is not None:
+                q = self.gaps.get(self.last_place)
+                if q is None:
+                    q = self.gaps[self.last_place] = deque(maxlen=self.samples)
+                q.append(min(gap, 10 * self.pause_gap_ms))
         self.last_key_ms = now_ms
+        self.last_place = place_after
 
     def latency(self, ms: float) -> None:
         self.latency_ms = ms if self.latency_ms is None else self.latency_ms + self.alpha * (ms - self.latency_ms)
 
-    def delay_ms(self, pause_point: bool = False) -> float:
-        if pause_point:
-            return self.min_ms
+    def shown_after(self, ms: float) -> None:
+        """A request's text to show was final `ms` after it was sent."""
+        self.show_ms = ms if self.show_ms is None else self.show_ms + self.alpha * (ms - self.show_ms)
+
+    def delay_ms(self, pause_point: bool = False, where: str | None = None) -> float:
         if not self.adaptive:
             return self.base_ms
+        learnt = self._learnt_ms(where)
+        if learnt is not None:
+            return min(self.max_ms, max(self.min_ms, learnt))
+        if pause_point:
+            return self.min_ms
         d = max(self.base_ms, self.rhythm * (self.gap_ms or 0.0)) - self.latency_weight * (self.latency_ms or 0.0)
         return min(self.max_ms, max(self.min_ms, d))
 
-    def wait_ms(self, now_ms: float, pause_point: bool = False) -> float:
+    def _learnt_ms(self, where: str | None) -> float | None:
+        """The shortest wait after which the pause likely outlasts show_ms (None: not enough history)."""
+        q = self.gaps.get(where) if (self.learn_pauses and where) else None
+        if q is None or len(q) < self.min_samples:
+            return None
+        xs = sorted(q)
+        show = self.show_ms if self.show_ms is not None else (self.latency_ms or 0.0)
+        for w in [0.0, *xs]:
+            longer = len(xs) - bisect.bisect_right(xs, w)                # past gaps longer than w
+            if longer < self.tail_min:
+                return w
+            if len(xs) - bisect.bisect_right(xs, w + show) >= self.min_chance * longer:
+                return w
+        return xs[-1]
+
+    def wait_ms(self, now_ms: float, pause_point: bool = False, where: str | None = None) -> float:
         """What is left to wait now: the delay counts from the last keystroke, so a client that already
         debounced (Neovim asks 200 ms after typing stops) is not made to wait twice."""
         since = now_ms - self.last_key_ms if self.last_key_ms is not None else float("inf")
-        return max(0.0, self.delay_ms(pause_point) - since)
+        return max(0.0, self.delay_ms(pause_point, where) - since)

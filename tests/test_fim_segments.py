@@ -77,3 +77,31 @@ def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(t
     long_prefix = (STDLIB / "argparse.py").read_text()[:20000]
     p = fim.build_prompt(tok, template, long_prefix, "", 300, "# other.py\n# x = 1\n", fim_policy="mid_line")
     assert len(p) <= 300 and tok.decode(p).startswith("# other.py")
+
+
+def test_a_cold_prompt_encoded_in_batches_is_the_same_as_line_by_line(tok):
+    """`_keep_tail` / `_keep_head` encode the segments they have not seen in batches (encode_batch): the ids
+    and the cut are those of taking whole segments one at a time until the budget is full."""
+    cache = fim.segment_cache(tok)
+
+    def reference(text: str, budget: int, from_end: bool) -> list[int]:
+        kept, total = [], 0
+        for seg in (fim.segments_from_end(text) if from_end else fim.segments_from_start(text)):
+            ids = tok.encode(seg).ids
+            if total + len(ids) > budget:
+                break
+            kept.append(ids)
+            total += len(ids)
+        return [i for ids in (reversed(kept) if from_end else kept) for i in ids]
+
+    rng = random.Random(3)
+    for text in samples(60, seed=2):
+        for budget in (1, 7, 64, rng.randint(100, 1500)):
+            for from_end, fn in ((True, fim._keep_tail), (False, fim._keep_head)):
+                want = reference(text, budget, from_end)
+                cache.ids.clear()
+                cold = fn(tok, text, budget)
+                warm = fn(tok, text, budget)
+                if want:                     # (no whole line fits: both cut inside the line, the same way)
+                    assert cold == want, (budget, from_end, text[:80])
+                assert warm == cold

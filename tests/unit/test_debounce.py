@@ -48,3 +48,78 @@ def test_wait_counts_from_the_last_keystroke():
     d.keystroke(1000)
     assert d.wait_ms(1030) == 70
     assert d.wait_ms(1300) == 0     # the editor already waited (Neovim asks 200 ms after typing stops)
+
+
+# ── learnt per place (virtual time: the keystrokes' times are given)
+from lsp_client.debounce import place  # noqa: E402
+
+
+def _type(d: AdaptiveDebounce, gaps_by_place: dict[str, list[float]]) -> None:
+    """Keystrokes whose following gap is each of the given gaps, leaving the cursor at that place."""
+    t = 0.0
+    for where, gaps in gaps_by_place.items():
+        for g in gaps:
+            d.keystroke(t, where)
+            t += g
+    d.keystroke(t, None)
+
+
+def test_places():
+    assert [place(x) for x in ("", "    ", "foo(", "self.", "a,", "x =", "return ", "name", "f(x)", "a +")] == \
+        ["line", "line", "open", "dot", "sep", "sep", "space", "word", "close", "other"]
+
+
+def test_a_gap_is_learnt_under_the_place_the_key_left_the_cursor_at():
+    d = AdaptiveDebounce()
+    d.keystroke(0, "word")
+    d.keystroke(120, "open")
+    d.keystroke(900, "word")
+    assert list(d.gaps["word"]) == [120] and list(d.gaps["open"]) == [780]
+
+
+def test_where_the_user_stops_to_read_it_asks_at_once():
+    d = AdaptiveDebounce(min_ms=0)
+    _type(d, {"open": [700 + 10 * i for i in range(20)]})   # after "(" this user always pauses ≥ 700 ms
+    d.shown_after(250)
+    assert d.delay_ms(pause_point=True, where="open") == 0
+
+
+def test_mid_word_it_waits_past_the_longest_ordinary_gap():
+    d = AdaptiveDebounce(min_ms=0)
+    gaps = [80 + 5 * i for i in range(30)]                   # 80..225 ms between letters, never a pause
+    _type(d, {"word": gaps})
+    d.shown_after(150)
+    assert d.delay_ms(where="word") == max(gaps)             # asking earlier would be typed over: wasted
+
+
+def test_a_place_with_mixed_pauses_waits_until_the_long_ones_are_likely():
+    d = AdaptiveDebounce(min_ms=0, min_chance=0.9)
+    short, long_ = [100] * 30, [1200] * 30                    # after "." half the time a quick key, half a pause
+    _type(d, {"dot": short + long_})
+    d.shown_after(300)
+    assert d.delay_ms(where="dot") == 100                    # once past the quick keys, the pause is a real one
+
+
+def test_a_slower_backend_waits_for_longer_pauses():
+    gaps = [200 + 20 * i for i in range(40)]                 # 200..980 ms
+    fast, slow = AdaptiveDebounce(min_ms=0), AdaptiveDebounce(min_ms=0)
+    for d, show in ((fast, 50), (slow, 400)):
+        _type(d, {"sep": gaps})
+        d.shown_after(show)
+    assert fast.delay_ms(where="sep") < slow.delay_ms(where="sep")
+
+
+def test_little_history_falls_back_to_the_rhythm_rule():
+    d = AdaptiveDebounce(base_ms=50, min_samples=12)
+    _type(d, {"word": [100] * 5})
+    assert d.delay_ms(where="word") == d.delay_ms()
+    assert d.delay_ms(pause_point=True, where="open") == d.min_ms
+
+
+def test_learning_can_be_turned_off_and_the_baseline_stays_fixed():
+    d = AdaptiveDebounce(learn_pauses=False, min_ms=0)
+    _type(d, {"word": [100] * 40})
+    assert d.delay_ms(where="word") == d.delay_ms()
+    fixed = AdaptiveDebounce(base_ms=75, adaptive=False)
+    _type(fixed, {"word": [100] * 40})
+    assert fixed.delay_ms(where="word") == 75

@@ -46,3 +46,33 @@ def test_best_prefers_the_newest_fitting_flight_and_lists_the_stale():
     inf.add(new)
     chosen, stale = inf.best("u", "x = fo", "")
     assert chosen is new and stale == [old]
+
+
+# ── still_fits: is a running request still useful after an edit (the cursor is not known at edit time)?
+from lsp_client.completer import still_fits  # noqa: E402
+
+
+def _flight(prefix: str, head: str, streamed: str, finished: bool = False) -> Flight:
+    f = Flight("r1", "file:///t.py", prefix, head, streamed=streamed, finished=finished)
+    f.extra["start"] = 0
+    return f
+
+
+def test_at_the_end_of_the_document_typing_something_else_is_not_a_fit():
+    f = _flight("def f(", "", "a, b):")
+    assert still_fits(f, "def f(a")                  # typed what was generated
+    assert still_fits(f, "def f(a, b):")
+    assert not still_fits(f, "def f(x")              # typed something else: cancel now, not at the next request
+
+
+def test_typing_past_what_arrived_so_far_fits_until_it_contradicts_it():
+    f = _flight("x = ", "", "fo")
+    assert still_fits(f, "x = foo")                  # more may still arrive
+    assert not still_fits(_flight("x = ", "", "fo", finished=True), "x = foo")
+
+
+def test_the_text_after_the_cursor_must_stay_the_same():
+    f = _flight("call(", ")\nnext()", "a, b")
+    assert still_fits(f, "call(a)\nnext()")
+    assert not still_fits(f, "call(a)\nother()")     # the line after changed
+    assert not still_fits(f, "call(a))\nnext()")     # the cursor line's rest changed
