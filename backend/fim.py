@@ -58,7 +58,6 @@ def render_snippets(snippets: list[tuple[str, str]], language: str) -> str:
     return "".join(out)
 
 
-CHARS_PER_TOKEN = 4   # a generous guess for code: segments are encoded in batches of ~budget × this many chars
 _SEGMENT_START = re.compile(r"(?<=\S)(?=\n)")   # before a newline that follows a non-space character
 _VERIFY_TEXT = (
     "import os\n\n\nclass A(object):\n    \"\"\"Doc.\n\n    more\"\"\"\n\n    def f(self, x):  \n"
@@ -112,32 +111,6 @@ class SegmentCache:
             self.ids[segment] = ids
         return ids
 
-    def encode_many(self, segments: list[str]) -> list[list[int]]:
-        """Ids of each segment; the ones not cached are encoded in one batch (the tokenizer's threads share
-        them out: a never-seen file costs one call instead of one per line)."""
-        got = [self.ids.get(seg) for seg in segments]
-        missing = [seg for seg, ids in zip(segments, got) if ids is None]
-        if missing:
-            fresh = iter(e.ids for e in self.tok.encode_batch(missing))
-            for k, ids in enumerate(got):
-                if ids is None:
-                    got[k] = ids = next(fresh)
-                    self.ids[segments[k]] = ids
-        return got
-
-
-def _groups(segments, chars: int):
-    """Consecutive lists of `segments` of about `chars` characters each (the first sized to the budget)."""
-    group, size = [], 0
-    for seg in segments:
-        group.append(seg)
-        size += len(seg)
-        if size >= chars:
-            yield group
-            group, size = [], 0
-    if group:
-        yield group
-
 
 _caches: dict[int, tuple[Tokenizer, SegmentCache]] = {}
 
@@ -158,14 +131,14 @@ def _keep_tail(tok: Tokenizer, text: str, budget: int) -> list[int]:
     if cache is not None:
         kept: list[list[int]] = []
         total = 0
-        for group in _groups(segments_from_end(text), CHARS_PER_TOKEN * budget):   # newest lines first
-            for seg, ids in zip(group, cache.encode_many(group)):
-                if total + len(ids) > budget:
-                    if not kept:             # one line longer than the budget: cut inside it
-                        return _keep_tail_whole(tok, seg, budget)
-                    return [i for ids in reversed(kept) for i in ids]
-                kept.append(ids)
-                total += len(ids)
+        for seg in segments_from_end(text):          # newest lines first: stop at the budget
+            ids = cache.encode(seg)
+            if total + len(ids) > budget:
+                if not kept:                 # one line longer than the budget: cut inside it
+                    return _keep_tail_whole(tok, seg, budget)
+                break
+            kept.append(ids)
+            total += len(ids)
         return [i for ids in reversed(kept) for i in ids]
     return _keep_tail_whole(tok, text, budget)
 
@@ -177,11 +150,11 @@ def _keep_head(tok: Tokenizer, text: str, budget: int) -> list[int]:
     cache = segment_cache(tok)
     if cache is not None:
         out: list[int] = []
-        for group in _groups(segments_from_start(text), CHARS_PER_TOKEN * budget):
-            for seg, ids in zip(group, cache.encode_many(group)):
-                if len(out) + len(ids) > budget:
-                    return out or _keep_head_whole(tok, seg, budget)
-                out += ids
+        for seg in segments_from_start(text):
+            ids = cache.encode(seg)
+            if len(out) + len(ids) > budget:
+                return out or _keep_head_whole(tok, seg, budget)
+            out += ids
         return out
     return _keep_head_whole(tok, text, budget)
 

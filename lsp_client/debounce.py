@@ -111,6 +111,19 @@ class AdaptiveDebounce:
                 return w
         return xs[-1]
 
+    def state(self) -> dict:
+        """What is learnt about the user (their gaps per place), to keep across editor sessions."""
+        return {"version": 1, "gaps": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()}}
+
+    def restore(self, data: dict) -> bool:
+        gaps = data.get("gaps") if isinstance(data, dict) and data.get("version") == 1 else None
+        if not isinstance(gaps, dict):
+            return False
+        for k, xs in gaps.items():
+            if k in PLACES and isinstance(xs, list):
+                self.gaps[k] = deque((float(x) for x in xs if isinstance(x, (int, float)) and x > 0), maxlen=self.samples)
+        return True
+
     def wait_ms(self, now_ms: float, pause_point: bool = False, where: str | None = None) -> float:
         """What is left to wait now: the delay counts from the last keystroke, so a client that already
         debounced (Neovim asks 200 ms after typing stops) is not made to wait twice."""

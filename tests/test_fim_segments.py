@@ -79,9 +79,9 @@ def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(t
     assert len(p) <= 300 and tok.decode(p).startswith("# other.py")
 
 
-def test_a_cold_prompt_encoded_in_batches_is_the_same_as_line_by_line(tok):
-    """`_keep_tail` / `_keep_head` encode the segments they have not seen in batches (encode_batch): the ids
-    and the cut are those of taking whole segments one at a time until the budget is full."""
+def test_the_budget_cut_takes_whole_segments_and_a_warm_cache_changes_nothing(tok):
+    """`_keep_tail` / `_keep_head` give the ids and the cut of taking whole segments one at a time until the
+    budget is full, whether the segment cache is cold or warm."""
     cache = fim.segment_cache(tok)
 
     def reference(text: str, budget: int, from_end: bool) -> list[int]:
