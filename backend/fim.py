@@ -6,7 +6,10 @@ prompt is over budget the suffix keeps its head and the prefix keeps its tail, b
 so the cut moves rarely and vLLM's prefix cache keeps hitting while the user types.
 
 Tokenizing a 2,048-token context costs ~5 ms of CPU on this machine, so text is tokenized in segments, one per
-line, cached by content: a prompt that grew by a keystroke re-encodes one line. A segment starts at a newline
+line, cached by content: a prompt that grew by a keystroke re-encodes one line. Segments never seen are encoded
+by tiktoken's BPE over the same vocabulary and merges (`FastBPE`, ~2.5× faster than `Tokenizer.encode`) when the
+tokenizer is a plain GPT-2-style byte-level BPE and gives identical ids on the verification texts; otherwise by
+the tokenizer itself. Either way, text that spells a special token (`<fim_prefix>` in a file) stays text. A segment starts at a newline
 that follows a non-space character, where a GPT-2-style byte-level pre-tokenizer always starts a new piece,
 so the segments' ids concatenate to exactly the ids of the whole text; this is verified for each tokenizer on
 load, and a tokenizer for which it does not hold is used whole (the old way).
@@ -92,24 +95,86 @@ def segments_from_end(text: str):
     yield text[:end]
 
 
+_GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+
+def _gpt2_byte_to_unicode() -> dict[str, int]:
+    """The byte-level alphabet (GPT-2's bytes_to_unicode, inverted): character in vocab and merges → byte."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{chr(b): b for b in printable}, **{chr(256 + n): b for n, b in enumerate(others)}}
+
+
+class FastBPE:
+    """tiktoken's BPE with the ranks of a byte-level BPE tokenizer's merges; maps back to its token ids."""
+
+    def __init__(self, spec: dict):
+        import tiktoken
+
+        u2b = _gpt2_byte_to_unicode()
+        as_bytes = lambda s: bytes(u2b[ch] for ch in s)      # noqa: E731
+        ranks = {bytes([b]): b for b in range(256)}
+        for i, m in enumerate(spec["model"]["merges"]):
+            a, b = m.split(" ") if isinstance(m, str) else m
+            ranks[as_bytes(a) + as_bytes(b)] = 256 + i
+        self._id_of = [-1] * len(ranks)
+        for token, i in spec["model"]["vocab"].items():
+            r = ranks.get(as_bytes(token)) if all(ch in u2b for ch in token) else None
+            if r is not None:
+                self._id_of[r] = i
+        if -1 in self._id_of:
+            raise ValueError("a merge's result is not in the vocabulary")
+        self._enc = tiktoken.Encoding("quickcode-bpe", pat_str=_GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+
+    @classmethod
+    def for_tokenizer(cls, tok: Tokenizer) -> "FastBPE | None":
+        """A FastBPE when `tok` is a plain GPT-2-style byte-level BPE (no normalizer, GPT-2 regex); else None."""
+        spec = json.loads(tok.to_str())
+        pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
+        if (model.get("type") != "BPE" or spec.get("normalizer") or pre.get("type") != "ByteLevel"
+                or not pre.get("use_regex", True) or pre.get("add_prefix_space") or model.get("dropout")
+                or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix")):
+            return None
+        try:
+            return cls(spec)
+        except (ImportError, ValueError, KeyError):
+            return None
+
+    def encode(self, text: str) -> list[int]:
+        id_of = self._id_of
+        return [id_of[r] for r in self._enc.encode_ordinary(text)]
+
+
 class SegmentCache:
     """Token ids per line segment, cached by content (see the module docstring)."""
 
     def __init__(self, tok: Tokenizer, max_segments: int = 50_000):
         self.tok = tok
         self.ids = LRU(max_segments)
+        self._encode = lambda text: tok.encode(text).ids      # noqa: E731
+        fast = FastBPE.for_tokenizer(tok)
+        if fast is not None and all(fast.encode(t) == self._encode(t) for t in _verify_texts()):
+            self._encode = fast.encode
+        self.fast = fast is not None and self._encode == fast.encode
         self.enabled = self._concatenates(_VERIFY_TEXT) and self._concatenates(_VERIFY_TEXT.replace("\n", "\n\n "))
 
     def _concatenates(self, text: str) -> bool:
         whole = self.tok.encode(text).ids
-        return whole == [i for seg in split_segments(text) for i in self.tok.encode(seg).ids]
+        return whole == [i for seg in split_segments(text) for i in self._encode(seg)]
 
     def encode(self, segment: str) -> list[int]:
         ids = self.ids.get(segment)
         if ids is None:
-            ids = self.tok.encode(segment).ids
+            ids = self._encode(segment)
             self.ids[segment] = ids
         return ids
+
+
+def _verify_texts() -> list[str]:
+    """Texts a faster encoder must tokenize exactly as the tokenizer: code, whitespace runs, CRLF, non-ASCII,
+    digits, contractions, and bytes that are not valid text on their own (emoji, CJK)."""
+    return [_VERIFY_TEXT, _VERIFY_TEXT.replace("\n", "\r\n"), "   \t\n\n  x  \n", "it's we've they'll 123456 3.14e-10",
+            "naïve café — 東京 🙂🚀 ok\u00a0nbsp", "x" * 300, "def f():\n\treturn [a+b for a,b in zip(x, y)] # ok"]
 
 
 _caches: dict[int, tuple[Tokenizer, SegmentCache]] = {}

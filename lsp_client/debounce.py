@@ -19,13 +19,15 @@ import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
-PLACES = ("line", "open", "dot", "sep", "space", "word", "close", "other")
+PLACES = ("line", "indent", "open", "dot", "sep", "space", "word", "close", "other")
 
 
 def place(line_prefix: str) -> str:
     """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
-    if not line_prefix.strip():
-        return "line"
+    if not line_prefix:
+        return "line"                 # just after a newline
+    if line_prefix.isspace():
+        return "indent"               # in (or after) the indentation: auto-indent, or typing it
     ch = line_prefix[-1]
     if ch in "([{":
         return "open"

@@ -105,3 +105,27 @@ def test_the_budget_cut_takes_whole_segments_and_a_warm_cache_changes_nothing(to
                 if want:                     # (no whole line fits: both cut inside the line, the same way)
                     assert cold == want, (budget, from_end, text[:80])
                 assert warm == cold
+
+
+def test_the_fast_encoder_gives_the_tokenizers_ids(tok):
+    """Unseen segments are encoded by tiktoken over the same merges (FastBPE): the committed tokenizer must get
+    it, and its ids must be the tokenizer's on real code (whole files, CRLF, odd whitespace)."""
+    fast = fim.FastBPE.for_tokenizer(tok)
+    assert fast is not None and fim.segment_cache(tok).fast
+    for text in samples(150, seed=4):
+        assert fast.encode(text) == tok.encode(text).ids, text[:80]
+    # a file that spells a special token keeps it as text (the model must not see a real FIM marker there)
+    ids = fast.encode("x = '<fim_prefix>'")
+    assert tok.token_to_id("<fim_prefix>") not in ids and tok.decode(ids) == "x = '<fim_prefix>'"
+
+
+def test_a_tokenizer_that_is_not_plain_byte_level_bpe_keeps_its_own_encoder():
+    from tokenizers import models, normalizers, pre_tokenizers
+
+    odd = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=[("a", "b")]))
+    odd.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert fim.FastBPE.for_tokenizer(odd) is None
+    lowered = Tokenizer.from_file(str(REPO / "models" / "target" / "tokenizer.json"))
+    lowered.normalizer = normalizers.Lowercase()
+    assert fim.FastBPE.for_tokenizer(lowered) is None
+    assert not fim.SegmentCache(lowered).fast

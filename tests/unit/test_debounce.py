@@ -66,7 +66,7 @@ def _type(d: AdaptiveDebounce, gaps_by_place: dict[str, list[float]]) -> None:
 
 def test_places():
     assert [place(x) for x in ("", "    ", "foo(", "self.", "a,", "x =", "return ", "name", "f(x)", "a +")] == \
-        ["line", "line", "open", "dot", "sep", "sep", "space", "word", "close", "other"]
+        ["line", "indent", "open", "dot", "sep", "sep", "space", "word", "close", "other"]
 
 
 def test_a_gap_is_learnt_under_the_place_the_key_left_the_cursor_at():
