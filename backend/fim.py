@@ -6,13 +6,15 @@ prompt is over budget the suffix keeps its head and the prefix keeps its tail, b
 so the cut moves rarely and vLLM's prefix cache keeps hitting while the user types.
 
 Tokenizing a 2,048-token context costs ~5 ms of CPU on this machine, so text is tokenized in segments, one per
-line, cached by content: a prompt that grew by a keystroke re-encodes one line. Segments never seen are encoded
-by tiktoken's BPE over the same vocabulary and merges (`FastBPE`, ~2.5× faster than `Tokenizer.encode`) when the
-tokenizer is a plain GPT-2-style byte-level BPE and gives identical ids on the verification texts; otherwise by
-the tokenizer itself. Either way, text that spells a special token (`<fim_prefix>` in a file) stays text. A segment starts at a newline
+line, cached by content: a prompt that grew by a keystroke re-encodes one line. A segment starts at a newline
 that follows a non-space character, where a GPT-2-style byte-level pre-tokenizer always starts a new piece,
 so the segments' ids concatenate to exactly the ids of the whole text; this is verified for each tokenizer on
 load, and a tokenizer for which it does not hold is used whole (the old way).
+
+Segments never seen are encoded by tiktoken's BPE over the same vocabulary and merges (`FastBPE`, ~2.5× faster
+than `Tokenizer.encode`) when the tokenizer is a plain GPT-2-style byte-level BPE and gives identical ids on the
+verification texts; otherwise by the tokenizer itself. Text that spells a special token (`<fim_prefix>` written
+in a file) stays text on the fast path.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ the document moved away from it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -103,29 +102,17 @@ class Completer:
         self.apply_config(cfg)
         if self._state_path() is not None:
             self.predictor.load(self._state_path())
-            try:
-                self.debounce.restore(json.loads(self._state_path("pauses.json").read_text()))
-            except (OSError, ValueError):
-                pass
 
-    def _state_path(self, name: str = "predictor.json") -> Path | None:
-        return Path(self.cfg.state_dir).expanduser() / name if self.cfg.state_dir else None
+    def _state_path(self) -> Path | None:
+        return Path(self.cfg.state_dir).expanduser() / "predictor.json" if self.cfg.state_dir else None
 
     def save_state(self) -> None:
-        """What was learnt about this user (acceptance predictor, pauses per place) survives the editor."""
         path = self._state_path()
-        if path is None:
-            return
-        try:
-            if self.predictor.updates:
+        if path is not None and self.predictor.updates:
+            try:
                 self.predictor.save(path)
-            if self.debounce.gaps:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self._state_path("pauses.json.tmp")
-                tmp.write_text(json.dumps(self.debounce.state()))
-                tmp.replace(self._state_path("pauses.json"))
-        except OSError as e:
-            log.warning("could not save the learnt state to %s: %s", path.parent, e)
+            except OSError as e:
+                log.warning("could not save the predictor to %s: %s", path, e)
 
     def _learn(self, x: list[float], accepted: bool, now_s: float) -> None:
         self.predictor.learn(x, accepted, now_s)
@@ -490,7 +477,8 @@ class Completer:
         client_ms = (time.perf_counter() - stream.t_sent) * 1000
         row = {"id": flight.rid, "prefetch": flight.prefetch, "multiline": flight.extra["shape"].multiline,
                "ended": _ending(flight), "waited_ms": flight.extra.get("waited_ms"),
-               "final_ms": round((flight.extra["final_s"] - flight.started_s) * 1000, 1) if "final_s" in flight.extra else None,
+               "final_ms": (round((flight.extra["final_s"] - flight.started_s) * 1000, 1)
+                            if "final_s" in flight.extra else None),
                "client_total_ms": round(client_ms, 2),
                "client_first_chunk_ms": round((stream.t_first - stream.t_sent) * 1000, 2) if stream.t_first else None}
         if isinstance(end, Done):

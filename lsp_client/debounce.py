@@ -19,15 +19,13 @@ import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
-PLACES = ("line", "indent", "open", "dot", "sep", "space", "word", "close", "other")
+PLACES = ("line", "open", "dot", "sep", "space", "word", "close", "other")
 
 
 def place(line_prefix: str) -> str:
     """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
-    if not line_prefix:
-        return "line"                 # just after a newline
-    if line_prefix.isspace():
-        return "indent"               # in (or after) the indentation: auto-indent, or typing it
+    if not line_prefix.strip():
+        return "line"
     ch = line_prefix[-1]
     if ch in "([{":
         return "open"
@@ -112,19 +110,6 @@ class AdaptiveDebounce:
             if len(xs) - bisect.bisect_right(xs, w + show) >= self.min_chance * longer:
                 return w
         return xs[-1]
-
-    def state(self) -> dict:
-        """What is learnt about the user (their gaps per place), to keep across editor sessions."""
-        return {"version": 1, "gaps": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()}}
-
-    def restore(self, data: dict) -> bool:
-        gaps = data.get("gaps") if isinstance(data, dict) and data.get("version") == 1 else None
-        if not isinstance(gaps, dict):
-            return False
-        for k, xs in gaps.items():
-            if k in PLACES and isinstance(xs, list):
-                self.gaps[k] = deque((float(x) for x in xs if isinstance(x, (int, float)) and x > 0), maxlen=self.samples)
-        return True
 
     def wait_ms(self, now_ms: float, pause_point: bool = False, where: str | None = None) -> float:
         """What is left to wait now: the delay counts from the last keystroke, so a client that already
