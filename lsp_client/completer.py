@@ -303,13 +303,14 @@ class Completer:
             flight.finished = True
             self.inflight.remove(flight)
             self._to_cache(flight)
+            flight.extra["ended"] = _ending(flight)
             if isinstance(stream.end, Done):
                 if "final_s" not in flight.extra and not flight.extra.get("cancelled"):
                     self._note_final(flight, True)
                 tokens = stream.end.timing.output_tokens
                 self.stats.tokens_generated += tokens
                 if flight.rid not in self._shown_rids:
-                    why = _ending(flight)
+                    why = flight.extra["ended"]
                     self.stats.tokens_never_shown += tokens
                     self.stats.wasted_by[why] = self.stats.wasted_by.get(why, 0) + tokens
                     self._pending_tokens[flight.rid] = (tokens, why)
@@ -476,7 +477,7 @@ class Completer:
         end = stream.end
         client_ms = (time.perf_counter() - stream.t_sent) * 1000
         row = {"id": flight.rid, "prefetch": flight.prefetch, "multiline": flight.extra["shape"].multiline,
-               "ended": _ending(flight), "waited_ms": flight.extra.get("waited_ms"),
+               "ended": flight.extra["ended"], "waited_ms": flight.extra.get("waited_ms"),
                "final_ms": (round((flight.extra["final_s"] - flight.started_s) * 1000, 1)
                             if "final_s" in flight.extra else None),
                "client_total_ms": round(client_ms, 2),
