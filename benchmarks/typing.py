@@ -84,12 +84,11 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
             "served_inflight": g("served_inflight"), "served_network": g("served_network"),
             "tokens_generated": g("tokens_generated"), "tokens_never_shown": g("tokens_never_shown"),
             "cancelled": g("cancelled"), "stopped_early": g("stopped_early"), "skipped": g("skipped_predictor"),
-            "prefetches": g("prefetches"), "wasted_by": stats.get("wasted_by", {}),
-            "_falls": stats.get("waterfalls", [])}
+            "prefetches": g("prefetches"), "wasted_by": stats.get("wasted_by", {})}
 
 
 def _summary(rows: list[dict]) -> dict:
-    s = {k: sum(r[k] for r in rows) for k in rows[0] if k not in ("pause_to_ghost_ms", "wasted_by", "_falls")}
+    s = {k: sum(r[k] for r in rows) for k in rows[0] if k not in ("pause_to_ghost_ms", "wasted_by")}
     wasted_by: dict[str, int] = {}
     for r in rows:
         for why, n in r["wasted_by"].items():

@@ -19,9 +19,6 @@ import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
-PLACES = ("line", "open", "dot", "sep", "space", "word", "close", "other")
-
-
 def place(line_prefix: str) -> str:
     """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
     if not line_prefix.strip():
