@@ -250,6 +250,36 @@ def _keep_head_whole(tok: Tokenizer, text: str, budget: int) -> list[int]:
     return tok.encode(text[: nl + 1] if nl > 0 else text[:end_char]).ids[:budget]
 
 
+def heal(prefix: str) -> tuple[str, str]:
+    """Token healing of a prefix that ends in a space: (prefix to prompt with, text the completion must start
+    with, which is then removed from it). A GPT-2-style byte-level pre-tokenizer keeps the space before a word
+    with the word (`for i in range` → `for`, ` i`, ` in`, ` range`; an indent `\n    return` → `\n   `,
+    ` return`), so a prompt that ends in that space shows the model a lone ` ` token where training never had
+    one, and a small model then writes nonsense after `return ` or `for i in `. The prompt leaves that one space
+    out and the model writes it, with the word. Spaces before it stay: their tokens are the training ones."""
+    return (prefix[:-1], " ") if prefix.endswith(" ") else (prefix, "")
+
+
+class Healed:
+    """A completion's stream with the healed text taken off its start (see `heal`)."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self, healed: str):
+        self.pending = healed
+
+    def feed(self, text: str) -> str | None:
+        """The part of `text` that is completion; None once the output does not start with the healed text
+        (the model would not write the word the user is starting: nothing to show, stop generating)."""
+        if not self.pending:
+            return text
+        n = min(len(self.pending), len(text))
+        if text[:n] != self.pending[:n]:
+            return None
+        self.pending = self.pending[n:]
+        return text[n:]
+
+
 def uses_fim(policy: str, suffix: str) -> bool:
     """Whether a completion is asked as fill-in-the-middle. `always`; or `mid_line`: only when text follows the
     cursor on its line — at the end of a line the prompt is the plain prefix (the lines below are not shown to

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from backend import metrics
 from backend.engine import Engine
-from backend.fim import build_prompt, render_snippets
+from backend.fim import Healed, build_prompt, heal, render_snippets
 from backend.ratelimit import TokenBuckets
 from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
 from backend.settings import Settings
@@ -55,6 +55,7 @@ class Request:
     cached_tokens: int = 0
     spec_proposed: int = 0
     spec_accepted: int = 0
+    healed: Healed | None = None
     task: asyncio.Task | None = None
     ended: bool = False
     extra: dict = field(default_factory=dict)
@@ -101,10 +102,12 @@ class CompletionService:
         snippets = render_snippets([(s.path, s.text) for s in msg.snippets], msg.language) if msg.snippets else ""
         max_tokens = 1 if msg.prefill_only else msg.max_tokens
         budget = min(self.s.max_prompt_tokens, self.engine.max_model_len - max_tokens - 1)
-        ids = build_prompt(self.engine.tokenizer, self.engine.template, msg.prefix, msg.suffix, budget, snippets,
+        prefix, healed = heal(msg.prefix) if self.s.heal_space else (msg.prefix, "")
+        ids = build_prompt(self.engine.tokenizer, self.engine.template, prefix, msg.suffix, budget, snippets,
                            self.s.fim_policy)
         now = time.perf_counter()
-        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now)
+        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now,
+                      healed=Healed(healed))
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         job = Job(key, user, len(ids), max_tokens, prefetch=msg.priority == Priority.PREFETCH or msg.prefill_only)
@@ -178,11 +181,16 @@ class CompletionService:
                     req.t_second = now
                 req.t_last = now
                 req.output_tokens += d.num_tokens
-                if d.text and not msg.prefill_only:
+                text = req.healed.feed(d.text) if req.healed else d.text
+                if text is None:                 # the model did not write the healed space: nothing to show
+                    self._end(req, FinishReason.STOP, abort=True)
+                    self._apply(self.sched.finished(req.key, time.perf_counter()))
+                    return
+                if text and not msg.prefill_only:
                     if req.t_first_chunk is None:
                         req.t_first_chunk = now
                         metrics.TTFT.observe(now - req.t_recv)
-                    req.sink.send(Chunk(id=msg.id, text=d.text))
+                    req.sink.send(Chunk(id=msg.id, text=text))
                 self.sched.progress(req.key, req.output_tokens)
                 if d.finish_reason:
                     finish = _VLLM_FINISH.get(d.finish_reason, FinishReason.STOP)

@@ -40,6 +40,7 @@ class Settings(BaseSettings):
     # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
     # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real models)
     fim_policy: Literal["always", "mid_line"] = "mid_line"
+    heal_space: bool = True               # a prefix ending in a space: the model writes it (backend/fim.py `heal`)
 
     # ── vLLM engine
     dtype: str = "bfloat16"

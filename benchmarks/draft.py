@@ -318,15 +318,20 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
             continue
         seen.add(d["kind"])
         irows.append([d["kind"], f"`{d['cursor_line'].strip()[-40:]}`", f"`{d['expected'][:40]}`",
-                      f"`{d['completion'][:40]}`" if d["completion"] else "(empty)", "yes" if d["exact"] else "no"])
+                      f"`{d['completion'][:40]}`" if d["completion"] else "(empty)", "yes" if d["exact"] else "no",
+                      "yes" if d.get("valid") else "no"])
     rep.add(f"## Idiom completions by the target (greedy, held-out lines)\n\nThe cursor sits inside a common "
             f"Python idiom of a held-out file; the target completes the rest of the line, prompted as the backend "
             f"prompts it (`fim_policy = \"{off.get('idiom_policy', 'always')}\"`: at the end of a line the plain "
             f"prefix, else FIM with the lines after the cursor as the suffix). One example per kind; over all "
             f"{len(off['idioms'])} cases the whole rest of the line is exact in {off['idiom_exact']:.0%}"
             + (f" ({off['idiom_exact_fim_always']:.0%} when every prompt is FIM)" if "idiom_exact_fim_always" in off
-               else "") + ".\n\n" + md_table(
-                ["idiom", "line up to the cursor", "expected rest of line", "target's completion", "exact"], irows[:12]))
+               else "") + f", and a complete, valid line of Python (`draft_model/evaluate.py` `valid_line`: it parses, "
+            f"given a body after a `:`, a `try:` before an `except`...) in {off.get('idiom_valid', 0):.0%}. A cursor "
+            f"after a space is healed (`backend/fim.py` `heal`): the prompt leaves that space out and the model "
+            f"writes it with the next word, as the backend does.\n\n" + md_table(
+                ["idiom", "line up to the cursor", "expected rest of line", "target's completion", "exact", "valid line"],
+                irows[:12]))
 
     _plot(rep, per_k, vk, off_pos, c)
     exact = identical(plain, drafted)["identical"] if plain and drafted else None
@@ -341,7 +346,7 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
             "measured_speedup_vllm": round(plain_e2e / sum(q["e2e_s"] for q in drafted["requests"]), 3) if drafted else None,
             "spec_identical_to_plain": exact,
             "tokens_per_s": {n: round(s["tokens_per_s"], 1) for n, s in speeds.items()},
-            "idiom_line_exact": round(off["idiom_exact"], 3), "prompts": len(cases), "offline_s": round(offline_s, 1),
+            "idiom_line_exact": round(off["idiom_exact"], 3), "idiom_line_valid": round(off.get("idiom_valid", 0), 3), "prompts": len(cases), "offline_s": round(offline_s, 1),
             **({"baseline_acceptance_k5": round(base["per_k"][4]["acceptance_rate"], 4)} if base else {}),
             **int8}
     for section in rep.sections:  # the tables on stdout too; the headline JSON stays the last line

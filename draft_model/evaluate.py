@@ -16,6 +16,7 @@ as tokens-per-step / (cK + 1).
 """
 from __future__ import annotations
 
+import ast
 import json
 import keyword
 import math
@@ -214,13 +215,23 @@ def fim_cases(model_dir: Path, data_dir: Path | None, n: int, seed: int = 0) -> 
 
 def prompt_ids(model_dir: Path, cases: list[dict], max_prompt_tokens: int,
                fim_policy: str = "always") -> list[list[int]]:
-    """Token ids of each case's prompt, built exactly as the backend builds it (backend/fim.py)."""
-    from backend.fim import FimTemplate, build_prompt
+    """Token ids of each case's prompt, built exactly as the backend builds it (backend/fim.py; a prefix that
+    ends in a space is healed: the completion then starts with that space, see `unheal`)."""
+    from backend.fim import FimTemplate, build_prompt, heal
 
     tok = tokmod.load(Path(model_dir))
     template = FimTemplate.load(Path(model_dir), tok)
-    return [build_prompt(tok, template, c["prefix"], c["suffix"], max_prompt_tokens, fim_policy=fim_policy)
+    return [build_prompt(tok, template, heal(c["prefix"])[0], c["suffix"], max_prompt_tokens, fim_policy=fim_policy)
             for c in cases]
+
+
+def unheal(prefix: str, generated: str) -> str:
+    """What the backend sends of `generated` for a prompt built by `prompt_ids` from `prefix`: the healed
+    space taken off, or nothing when the model did not write it (backend/service.py)."""
+    from backend.fim import Healed, heal
+
+    text = Healed(heal(prefix)[1]).feed(generated)
+    return text or ""
 
 
 def serving_fim_policy() -> str:
@@ -429,10 +440,35 @@ def complete_idioms(target, model_dir: Path, cases: list[dict], max_prompt_token
     newline_ids = frozenset(i for t, i in tok.get_vocab().items() if "\n" in tok.decode([i]))
     out = []
     for c, p in zip(cases, tqdm(prompts, desc="idiom completions", unit="case", leave=False)):
-        got = tok.decode(greedy(target, p, max_new_tokens, eot, newline_ids), skip_special_tokens=True).split("\n")[0]
-        out.append({**{k: c[k] for k in ("kind", "path", "expected")}, "cursor_line": c["prefix"].split("\n")[-1],
-                    "completion": got, "exact": got.rstrip() == c["expected"].rstrip()})
+        got = tok.decode(greedy(target, p, max_new_tokens, eot, newline_ids), skip_special_tokens=True)
+        got = unheal(c["prefix"], got).split("\n")[0]
+        line = c["prefix"].split("\n")[-1]
+        out.append({**{k: c[k] for k in ("kind", "path", "expected")}, "cursor_line": line,
+                    "completion": got, "exact": got.rstrip() == c["expected"].rstrip(),
+                    "valid": bool(got.strip()) and valid_line(line + got)})
     return out
+
+
+def valid_line(line: str) -> bool:
+    """Is `line` a complete, valid line of Python where it stands: it parses once given what must surround it
+    (`try:` before an `except`, a body after a `:`, a function after a decorator...). A completion that stops
+    mid-expression, repeats itself until cut off or mismatches brackets is not."""
+    code = line.strip()
+    before = after = ""
+    first = code.split(" ", 1)[0].rstrip(":")
+    if first in ("except", "finally"):
+        before = "try:\n    pass\n"
+    elif first in ("elif", "else"):
+        before = "if x:\n    pass\n"
+    if code.startswith("@"):
+        after = "\ndef f():\n    pass"
+    elif code.endswith(":"):
+        after = "\n    pass"
+    try:
+        ast.parse(before + code + after)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 # ── the whole evaluation ─────────────────────────────────────────────────────────────────────────────────────
@@ -506,6 +542,7 @@ def evaluate_pair(target_dir: Path, draft_dir: Path | None, data_dir: Path | Non
     done = complete_idioms(target, target_dir, idioms, cfg.max_prompt_tokens)
     result["idioms"] = done
     result["idiom_exact"] = sum(d["exact"] for d in done) / max(1, len(done))
+    result["idiom_valid"] = sum(d["valid"] for d in done) / max(1, len(done))
     result["idiom_policy"] = serving_fim_policy()
     if result["idiom_policy"] != "always":    # what infilling every prompt would give (the policy's reason)
         fim = complete_idioms(target, target_dir, idioms, cfg.max_prompt_tokens, fim_policy="always")
@@ -535,7 +572,7 @@ def headline(result: dict) -> dict:
     out = {"target_loss": round(result["target_heldout"]["loss"], 4),
            "target_ppl": round(result["target_heldout"]["ppl"], 2),
            "target_top1": round(result["target_heldout"]["top1"], 4),
-           "idiom_line_exact": round(result["idiom_exact"], 3)}
+           "idiom_line_exact": round(result["idiom_exact"], 3), "idiom_line_valid": round(result["idiom_valid"], 3)}
     if "per_k" in result:
         k5 = result["per_k"][4]
         out.update({"draft_loss": round(result["draft_heldout"]["loss"], 4),

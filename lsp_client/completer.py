@@ -210,7 +210,7 @@ class Completer:
                 flight, launched = self._launch(doc, ctx), True
                 if flight is None:
                     return None              # backend unreachable: answer empty, at once
-                flight.extra["waited_ms"] = round(wait_ms, 1)
+                flight.extra.update(waited_ms=round(wait_ms, 1), place=place(ctx.line_prefix))
         try:
             text, typed = await self._wait_for_text(flight, ctx, sh, t0)
         except asyncio.CancelledError:
@@ -424,6 +424,7 @@ class Completer:
         if flight.finished:
             return
         flight.extra["cancelled"] = why
+        flight.extra["cancel_ms"] = round((self.clock() - flight.started_s) * 1000, 1)
         flight.finished = True
         self.stats.cancelled += 1
         self.inflight.remove(flight)
@@ -477,7 +478,8 @@ class Completer:
         end = stream.end
         client_ms = (time.perf_counter() - stream.t_sent) * 1000
         row = {"id": flight.rid, "prefetch": flight.prefetch, "multiline": flight.extra["shape"].multiline,
-               "ended": flight.extra["ended"], "waited_ms": flight.extra.get("waited_ms"),
+               "ended": flight.extra["ended"], "place": flight.extra.get("place"),
+               "waited_ms": flight.extra.get("waited_ms"), "cancel_ms": flight.extra.get("cancel_ms"),
                "final_ms": (round((flight.extra["final_s"] - flight.started_s) * 1000, 1)
                             if "final_s" in flight.extra else None),
                "client_total_ms": round(client_ms, 2),

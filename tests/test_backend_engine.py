@@ -312,3 +312,23 @@ async def test_metrics_expose_the_latency_histograms_counters_and_gauges(backend
     assert m["quickcode_prefix_cache_queries_tokens_total"] > 0
     assert 0 <= m["quickcode_prefix_cache_hit_rate"] <= 1 and 0 <= m["quickcode_spec_acceptance_rate"] <= 1
     await c.close()
+
+
+async def test_a_cursor_after_a_space_is_healed_the_model_writes_the_space_with_its_word(backend):
+    """`return ` is prompted as `return` (the space belongs to the next word's token), and the completion
+    arrives without the space the user already typed: exactly the model's own text for `return` minus it."""
+    c = await Client.open(backend.ws_url)
+    body = code(1500, 2000)
+    for i, line in enumerate(("        return ", "        for i in ", "        if value is ")):
+        prefix = body[: body.rfind("\n") + 1] + line
+        await c.complete(f"plain{i}", prefix[:-1], max_tokens=8)          # no space: not healed
+        plain_done = await c.terminal(f"plain{i}")
+        await c.complete(f"healed{i}", prefix, max_tokens=8)
+        healed_done = await c.terminal(f"healed{i}")
+        plain = "".join(f["text"] for f in c.chunks(f"plain{i}"))
+        healed = "".join(f["text"] for f in c.chunks(f"healed{i}"))
+        assert plain_done["finish_reason"] in ("stop", "length") and healed_done["finish_reason"] in ("stop", "length")
+        assert plain.startswith(" "), f"the model should write the space with the word after {line.strip()!r}: {plain!r}"
+        assert healed == plain[1:] and healed.strip(), (plain, healed)
+        assert healed_done["timing"]["prompt_tokens"] == plain_done["timing"]["prompt_tokens"]
+    await c.close()

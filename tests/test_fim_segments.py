@@ -129,3 +129,26 @@ def test_a_tokenizer_that_is_not_plain_byte_level_bpe_keeps_its_own_encoder():
     lowered.normalizer = normalizers.Lowercase()
     assert fim.FastBPE.for_tokenizer(lowered) is None
     assert not fim.SegmentCache(lowered).fast
+
+
+def test_a_prefix_ending_in_a_space_is_healed_to_the_tokens_training_had(tok):
+    # the space before a word belongs to the word's token: healing leaves it for the model to write
+    for line in ("        return None", "    for i in range(3):", "x =  y", "\n    pass", "if a is not None:"):
+        for cut in [i + 1 for i, ch in enumerate(line) if ch == " " and i + 1 < len(line) and line[i + 1] != " "]:
+            prefix, healed = fim.heal(line[:cut])
+            assert healed == " " and prefix == line[:cut - 1]
+            whole = tok.encode(line).ids
+            start = tok.encode(prefix).ids
+            assert whole[:len(start)] == start, (line, cut)         # the prompt is a prefix of the training ids
+            assert tok.decode(whole[len(start):len(start) + 1]).startswith(" ")   # the next token is the spaced word
+    assert fim.heal("x = f(") == ("x = f(", "") and fim.heal("") == ("", "")
+    assert fim.heal("a\t") == ("a\t", "")                              # only a space joins the next word
+
+
+def test_the_healed_space_is_taken_off_the_stream_or_the_completion_ends():
+    h = fim.Healed(" ")
+    assert h.feed("") == "" and h.feed(" None") == "None" and h.feed(" x") == " x"   # once only
+    assert fim.Healed(" ").feed("\n") is None                         # the model did not write the space
+    assert fim.Healed("").feed("\nx") == "\nx"
+    two = fim.Healed("  ")
+    assert two.feed(" ") == "" and two.feed(" y") == "y"            # a healed text split over chunks
