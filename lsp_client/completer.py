@@ -327,12 +327,13 @@ class Completer:
         self.debounce.shown_after((flight.extra["final_s"] - flight.started_s) * 1000)
 
     def _enough(self, flight: Flight) -> bool:
-        """The shown text is final and the hot-streak lines beyond it have arrived (or the block ended)."""
+        """The text to show is final and, once it has been shown, the hot-streak lines beyond it have arrived
+        (or the block ended). Lines after text nobody has seen are not generated: they would be for nobody."""
         sh = flight.extra["shape"]
         shown, final = postprocess.cut(flight.streamed, sh, finished=False)
         if not final:
             return False
-        if sh.multiline or not shown:
+        if sh.multiline or not shown or flight.rid not in self._shown_rids:
             return True
         return flight.streamed.count("\n") > self.cfg.hot_streak_lines
 

@@ -1,0 +1,70 @@
+"""Lines beyond the text to show are generated only for text someone saw (the hot streak), never for a
+request nobody was shown: those tokens would be for nobody (virtual time, a fake channel)."""
+from __future__ import annotations
+
+import asyncio
+import random
+
+from lsp_client.completer import Completer
+from lsp_client.config import ClientConfig
+from tests.unit.test_completer_property import URI, FakeChannel
+
+BEFORE = "import os\n\n\ndef add(a, b):\n    total = "
+
+
+def _completer(plan: str) -> tuple[Completer, FakeChannel, list]:
+    chan = FakeChannel(random.Random(0))
+    submit = chan.submit
+
+    def planned_submit(msg):
+        s = submit(msg)
+        chan.planned[msg.id] = plan
+        return s
+    chan.submit = planned_submit
+    now = [0.0]
+
+    async def sleep(s: float) -> None:
+        now[0] += s
+        await asyncio.sleep(0)
+    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False)
+    c = Completer(cfg, chan, clock=lambda: now[0], sleep=sleep, rng=random.Random(0).random)
+    c.on_open(URI, "/t.py", "python", BEFORE)
+    return c, chan, now
+
+
+async def _settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+async def test_shown_text_streams_on_for_the_next_lines():
+    c, chan, _ = _completer("a + b\n    return total\n\n\nfor i in range(10):\n")
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    chan.feed(rid, 6)                                  # "a + b\n": the line to show is final
+    s = await ask
+    assert s is not None and s.text == "a + b"
+    await _settle()
+    assert rid in chan.running()                       # shown: the next lines are kept coming (hot streak)
+    chan.feed(rid, 100)
+    await _settle()
+    assert c.stats.tokens_never_shown == 0
+
+
+async def test_text_nobody_was_shown_stops_once_final_and_is_kept_for_the_next_request():
+    c, chan, now = _completer("a + b\n    return total\n\n\nfor i in range(10):\n")
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    text = BEFORE + "a"                                # the user types on (what the model will write) ...
+    c.on_change(URI, text, len(text))
+    ask.cancel()                                       # ... and the editor cancels its request for the old place
+    await _settle()
+    assert rid in chan.running()                       # kept a moment for the request the keystroke brings
+    chan.feed(rid, 6)                                  # the line is final while nobody waits on it
+    await _settle()
+    assert rid not in chan.running() and c.stats.stopped_early == 1    # no hot-streak lines for nobody
+    s = await c.complete(URI, len(text), explicit=True)
+    assert s is not None and s.text == " + b" and s.source == "cache"  # its text was kept: served, not wasted
+    assert len(chan.msgs) == 1
