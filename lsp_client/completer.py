@@ -364,8 +364,11 @@ class Completer:
         ev.set()
 
     async def _wait_for_text(self, flight: Flight, ctx: Context, sh, t0: float) -> tuple[str, int]:
-        """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed)."""
+        """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed).
+        A multi-line block still being written shows its complete lines once `block_patience_ms` has passed:
+        the pause may end before the block does, and text shown is text not generated in vain."""
         deadline = t0 + self.cfg.deadline_ms / 1000
+        patience = t0 + self.cfg.block_patience_ms / 1000 if sh.multiline and self.cfg.block_patience_ms else deadline
         flight.listeners += 1
         text, typed = "", len(ctx.prefix) - len(flight.prefix)
         try:
@@ -376,9 +379,10 @@ class Completer:
                 final = False
                 if fit is Fit.REUSABLE:
                     text, final = postprocess.cut(flight.streamed[typed:], sh, flight.finished)
-                remaining = deadline - self.clock()
-                if final or flight.finished or remaining <= 0:
+                now = self.clock()
+                if final or flight.finished or now >= deadline or (text and now >= patience):
                     return text, typed
+                remaining = (patience if now < patience else deadline) - now
                 try:
                     await asyncio.wait_for(flight.extra["event"].wait(), remaining)
                 except asyncio.TimeoutError:

@@ -68,3 +68,23 @@ async def test_text_nobody_was_shown_stops_once_final_and_is_kept_for_the_next_r
     s = await c.complete(URI, len(text), explicit=True)
     assert s is not None and s.text == " + b" and s.source == "cache"  # its text was kept: served, not wasted
     assert len(chan.msgs) == 1
+
+
+async def test_a_block_still_being_written_shows_its_complete_lines_after_the_patience():
+    c, chan, now = _completer("a + b\n")
+    block = "import os\n\n\ndef add(a, b):\n    "       # after a block opener: a multi-line suggestion
+    c.on_change(URI, block, len(block))
+    chan.planned.clear()
+    ask = asyncio.create_task(c.complete(URI, len(block), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    chan.planned[rid] = "total = a + b\n    total += 1\n    return total\n\n\nprint(add(1, 2))\n"
+    chan.feed(rid, 14)                                 # one complete line; the block goes on
+    await _settle()
+    assert not ask.done()                              # within the patience: wait for the whole block
+    now[0] += c.cfg.block_patience_ms / 1000 + 0.01
+    chan.feed(rid, 4)                                  # the next chunk finds the patience spent
+    s = await asyncio.wait_for(ask, 1)
+    assert s is not None and s.text == "total = a + b"
+    await _settle()
+    assert rid in chan.running() and c.stats.tokens_never_shown == 0   # shown: the rest streams on, for later
