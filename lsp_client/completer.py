@@ -14,6 +14,7 @@ the document moved away from it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -102,17 +103,35 @@ class Completer:
         self.apply_config(cfg)
         if self._state_path() is not None:
             self.predictor.load(self._state_path())
+            self._load_pauses()
 
-    def _state_path(self) -> Path | None:
-        return Path(self.cfg.state_dir).expanduser() / "predictor.json" if self.cfg.state_dir else None
+    def _state_path(self, name: str = "predictor.json") -> Path | None:
+        return Path(self.cfg.state_dir).expanduser() / name if self.cfg.state_dir else None
 
     def save_state(self) -> None:
+        """The predictor's weights and the learnt pauses, kept across editor sessions."""
         path = self._state_path()
-        if path is not None and self.predictor.updates:
-            try:
+        if path is None:
+            return
+        try:
+            if self.predictor.updates:
                 self.predictor.save(path)
-            except OSError as e:
-                log.warning("could not save the predictor to %s: %s", path, e)
+            if self.debounce.gaps:
+                pauses = self._state_path("pauses.json")
+                pauses.parent.mkdir(parents=True, exist_ok=True)
+                tmp = pauses.with_suffix(".tmp")
+                tmp.write_text(json.dumps(self.debounce.state()))
+                tmp.replace(pauses)
+        except OSError as e:
+            log.warning("could not save the client's state to %s: %s", path.parent, e)
+
+    def _load_pauses(self) -> None:
+        try:
+            state = json.loads(self._state_path("pauses.json").read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(state, dict) or not self.debounce.restore(state):
+            log.info("ignoring an unreadable pauses.json")
 
     def _learn(self, x: list[float], accepted: bool, now_s: float) -> None:
         self.predictor.learn(x, accepted, now_s)

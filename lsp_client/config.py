@@ -51,7 +51,7 @@ class ClientConfig:
     predictor: bool = True
     predictor_threshold: float = 0.2
     predictor_exploration: float = 0.1
-    state_dir: str = "~/.cache/quickcode"   # the predictor's weights live here across sessions ("" = nowhere)
+    state_dir: str = "~/.cache/quickcode"   # the predictor's weights and learnt pauses live here ("" = nowhere)
     telemetry: bool = True
 
     def language_enabled(self, language: str) -> bool:

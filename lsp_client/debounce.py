@@ -11,7 +11,8 @@ the text to show is final); otherwise its tokens are generated for nobody. So th
 which, among this place's past gaps longer than w, at least `min_chance` lasted w + show_ms, or for which
 none of them was longer than w (the user is past their usual rhythm: a real pause). Where
 people stop to read (line starts, after an opener) that is no wait at all; mid-word it is a little more than
-the user's slowest ordinary keystroke. Time is passed in by the caller (virtual in tests).
+the user's slowest ordinary keystroke. What is learnt (`state`/`restore`) is kept across editor sessions in
+the client's state_dir. Time is passed in by the caller (virtual in tests).
 """
 from __future__ import annotations
 
@@ -74,6 +75,24 @@ class AdaptiveDebounce:
                 q.append(min(gap, 10 * self.pause_gap_ms))
         self.last_key_ms = now_ms
         self.last_place = place_after
+
+    def state(self) -> dict:
+        """What is learnt about this user (saved across editor sessions: a typing rhythm outlives one)."""
+        return {"version": 1, "gaps_ms": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()},
+                "show_ms": self.show_ms}
+
+    def restore(self, state: dict) -> bool:
+        gaps, show = state.get("gaps_ms"), state.get("show_ms")
+        if state.get("version") != 1 or not isinstance(gaps, dict):
+            return False
+        try:
+            self.gaps = {str(k): deque((float(g) for g in v if float(g) > 0), maxlen=self.samples)
+                         for k, v in gaps.items()}
+            self.show_ms = float(show) if show is not None else None
+        except (TypeError, ValueError):
+            self.gaps, self.show_ms = {}, None
+            return False
+        return True
 
     def latency(self, ms: float) -> None:
         self.latency_ms = ms if self.latency_ms is None else self.latency_ms + self.alpha * (ms - self.latency_ms)

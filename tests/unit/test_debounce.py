@@ -123,3 +123,27 @@ def test_learning_can_be_turned_off_and_the_baseline_stays_fixed():
     fixed = AdaptiveDebounce(base_ms=75, adaptive=False)
     _type(fixed, {"word": [100] * 40})
     assert fixed.delay_ms(where="word") == 75
+
+
+def test_the_learnt_pauses_outlive_the_editor_session(tmp_path):
+    import asyncio
+    import random
+
+    from lsp_client.completer import Completer
+    from lsp_client.config import ClientConfig
+    from tests.unit.test_completer_property import FakeChannel
+
+    now = [0.0]
+    cfg = ClientConfig(state_dir=str(tmp_path), predictor=False)
+    c = Completer(cfg, FakeChannel(random.Random(0)), clock=lambda: now[0], sleep=asyncio.sleep)
+    for i in range(20):                          # a user who stops ~600 ms at every fresh line
+        c.debounce.keystroke(i * 1000.0, "line")
+        c.debounce.keystroke(i * 1000.0 + 600, "word")
+    c.debounce.shown_after(120.0)
+    before = c.debounce.delay_ms(where="line")
+    c.save_state()
+    again = Completer(cfg, FakeChannel(random.Random(0)), clock=lambda: now[0], sleep=asyncio.sleep)
+    assert again.debounce.gaps["line"] == c.debounce.gaps["line"] and again.debounce.show_ms == 120.0
+    assert again.debounce.delay_ms(where="line") == before
+    (tmp_path / "pauses.json").write_text('{"version": 1, "gaps_ms": {"line": ["x"]}}')
+    assert Completer(cfg, FakeChannel(random.Random(0))).debounce.gaps == {}   # unreadable: ignored
