@@ -502,7 +502,7 @@ class Completer:
         end = stream.end
         client_ms = (time.perf_counter() - stream.t_sent) * 1000
         row = {"id": flight.rid, "prefetch": flight.prefetch, "multiline": flight.extra["shape"].multiline,
-               "ended": flight.extra["ended"], "place": flight.extra.get("place"),
+               "ended": flight.extra["ended"], "shown": flight.rid in self._shown_rids, "place": flight.extra.get("place"),
                "waited_ms": flight.extra.get("waited_ms"), "cancel_ms": flight.extra.get("cancel_ms"),
                "final_ms": (round((flight.extra["final_s"] - flight.started_s) * 1000, 1)
                             if "final_s" in flight.extra else None),
