@@ -17,7 +17,9 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 _OPENERS = set(_PAIRS.values())
 _BLOCK_OPENER = re.compile(r"[:{(\[]\s*$")
 _CLOSERS_ONLY = set(")]}\"'`;,: ")
-_REPEAT_UNIT = re.compile(r"(.{2,}?)\1{3,}|(.)\2{7,}", re.S)
+# a unit of 2+ characters 4+ times in a row, one of 6+ characters 3+ times ("the number of the number of the
+# number of"), or one character 8+ times; runs of whitespace are indentation or alignment, not loops
+_REPEAT_UNIT = re.compile(r"(.{2,}?)\1{3,}|(.{6,}?)\2{2,}|(.)\3{7,}", re.S)
 
 
 @dataclass(frozen=True)
@@ -95,20 +97,27 @@ def _trim_suffix_overlap(text: str, line_suffix: str) -> str:
 
 
 def trim_repetition(text: str) -> tuple[str, bool]:
-    """(text without its looping tail, whether a loop was found). A line repeated on the next line keeps
-    its first copy; a short unit repeated many times keeps what came before it; if the loop is most of the
-    text (or nothing sensible is left), nothing is kept."""
+    """(text without its looping tail, whether a loop was found). A line (or a pair of lines) said again
+    right after keeps its first copy; a unit repeated within a line (not whitespace: indentation and
+    alignment are not loops) keeps what came before it; if the loop is most of the text (or nothing sensible
+    is left), nothing is kept."""
     lines = text.split("\n")
+    stripped = [x.strip() for x in lines]
     for i in range(len(lines) - 1):
-        if lines[i].strip() and lines[i].strip() == lines[i + 1].strip():
-            head = "\n".join(lines[: i + 1])
-            return (head if head.strip() else ""), True
-    m = _REPEAT_UNIT.search(text)
-    if m and len(m.group(0)) >= 8:
-        head = text[: m.start()]
-        if len(m.group(0)) >= 0.5 * len(text.strip()) or not head.strip():
-            return "", True
-        return head.rstrip(), True
+        for period in (1, 2):            # a line, or a pair of lines, said again
+            if i + 2 * period <= len(lines) and stripped[i] and \
+                    stripped[i:i + period] == stripped[i + period:i + 2 * period]:
+                head = "\n".join(lines[: i + period])
+                return (head if head.strip() else ""), True
+    start = 0
+    for line in lines:                   # within lines: the search is quadratic in the length searched
+        m = next((m for m in _REPEAT_UNIT.finditer(line) if m.group(0).strip()), None)
+        if m and len(m.group(0)) >= 8:
+            head = text[: start + m.start()]
+            if len(m.group(0)) >= 0.5 * len(text.strip()) or not head.strip():
+                return "", True
+            return head.rstrip(), True
+        start += len(line) + 1
     return text, False
 
 

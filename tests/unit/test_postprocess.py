@@ -40,6 +40,17 @@ def test_a_looping_tail_is_cut_and_the_sensible_head_kept():
     assert show("x = ║", "compute_total(values, weights) + self.self.self.self.self.\n")[0] == "compute_total(values, weights) +"
 
 
+def test_indentation_and_alignment_are_not_loops_but_a_phrase_said_three_times_is():
+    method = "class A:\n    def f(self):\n        ║"
+    block = "if x:\n            y = 1\n        z = 2\n    def g(self):\n"
+    assert show(method, block) == ("if x:\n            y = 1\n        z = 2", True)
+    assert show("x = ║", "f(a,                 b)\n")[0] == "f(a,                 b)"
+    assert show("x = ║", "# the number of the number of the number of", finished=False) == ("", True)
+    assert show("def f():\n    ║", "a = g()\n    b = h()\n    a = g()\n    b = h()\n") == ("a = g()\n    b = h()", True)
+    assert show("x = ║", "compute_total(values, weights, offsets) + the end the end the end ")[0] == \
+        "compute_total(values, weights, offsets) +"
+
+
 def test_single_line_is_final_once_the_line_ends_so_the_stream_can_stop():
     assert show("x = ║", "foo(", finished=False) == ("foo(", False)
     assert show("x = ║", "foo(1)\nbar", finished=False) == ("foo(1)", True)
