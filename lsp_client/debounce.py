@@ -9,7 +9,9 @@ left at (a fresh line, after `(` or `.`, after a space, mid-word...: `place()`).
 is only worth making if the pause lasts until its ghost text can be shown (`show_ms`, measured: request sent →
 the text to show is final); otherwise its tokens are generated for nobody. So the wait is the shortest w for
 which, among this place's past gaps longer than w, at least `min_chance` lasted w + show_ms, or for which
-none of them was longer than w (the user is past their usual rhythm: a real pause). Where
+none of them was longer than w (the user is past their usual rhythm: a real pause). Only waits up to
+`learnt_max_ms` are weighed that way; if none of them reaches `min_chance`, the one with the best chance is taken
+when that chance is at least `fallback_chance` (else the longest past gap: this place is no pause). Where
 people stop to read (line starts, after an opener) that is no wait at all; mid-word it is a little more than
 the user's slowest ordinary keystroke. What is learnt (`state`/`restore`) is kept across editor sessions in
 the client's state_dir. Time is passed in by the caller (virtual in tests).
@@ -55,6 +57,8 @@ class AdaptiveDebounce:
     samples: int = 64                # gaps kept per place
     min_samples: int = 12            # below this many at a place, the rhythm rule above decides
     tail_min: int = 1                # fewer past gaps than this longer than the wait: it is a real pause
+    learnt_max_ms: float = 400.0     # waits the learnt rule considers; past this the latency costs too much
+    fallback_chance: float = 0.5     # ... and if none reaches min_chance, the best of them if at least this
     gap_ms: float | None = None      # EWMA of gaps between keystrokes
     latency_ms: float | None = None  # EWMA of backend time to first chunk
     show_ms: float | None = None     # EWMA of request sent → the text to show is final
@@ -119,13 +123,21 @@ class AdaptiveDebounce:
             return None
         xs = sorted(q)
         show = self.show_ms if self.show_ms is not None else (self.latency_ms or 0.0)
+        best_w, best = xs[-1], -1.0
         for w in [0.0, *xs]:
             longer = len(xs) - bisect.bisect_right(xs, w)                # past gaps longer than w
             if longer < self.tail_min:
                 return w
-            if len(xs) - bisect.bisect_right(xs, w + show) >= self.min_chance * longer:
+            chance = (len(xs) - bisect.bisect_right(xs, w + show)) / longer
+            if chance >= self.min_chance:
                 return w
-        return xs[-1]
+            if w > self.learnt_max_ms:
+                break
+            if chance > best:
+                best_w, best = w, chance
+        # no short wait makes the text likely in time (a slow backend, pauses about as long as it needs):
+        # waiting longer would barely raise the odds and would cost every pause its latency
+        return best_w if best >= self.fallback_chance else xs[-1]
 
     def wait_ms(self, now_ms: float, pause_point: bool = False, where: str | None = None) -> float:
         """What is left to wait now: the delay counts from the last keystroke, so a client that already

@@ -101,12 +101,25 @@ def test_a_place_with_mixed_pauses_waits_until_the_long_ones_are_likely():
 
 
 def test_a_slower_backend_waits_for_longer_pauses():
-    gaps = [200 + 20 * i for i in range(40)]                 # 200..980 ms
+    gaps = [100] * 30 + [1200] * 30                          # a quick key or a long pause
     fast, slow = AdaptiveDebounce(min_ms=0), AdaptiveDebounce(min_ms=0)
     for d, show in ((fast, 50), (slow, 400)):
         _type(d, {"sep": gaps})
         d.shown_after(show)
-    assert fast.delay_ms(where="sep") < slow.delay_ms(where="sep")
+    assert fast.delay_ms(where="sep") == 0 and slow.delay_ms(where="sep") == 100
+
+
+def test_when_waiting_would_not_make_the_text_likely_it_asks_where_the_odds_are_best():
+    # pauses after "," of 200..980 ms and text that takes 400 ms: no wait reaches 90 %, and waiting only lowers
+    # the odds; it asks at once (75 % shown in time) rather than at the far end of the user's pauses
+    d = AdaptiveDebounce(min_ms=0)
+    _type(d, {"sep": [200 + 20 * i for i in range(40)]})
+    d.shown_after(400)
+    assert d.delay_ms(where="sep") == 0
+    hopeless = AdaptiveDebounce(min_ms=0)                    # ... unless the odds are poor everywhere
+    _type(hopeless, {"sep": [150 + 5 * i for i in range(40)]})
+    hopeless.shown_after(400)
+    assert hopeless.delay_ms(where="sep") == 345
 
 
 def test_little_history_falls_back_to_the_rhythm_rule():
