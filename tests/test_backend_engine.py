@@ -329,6 +329,8 @@ async def test_a_cursor_after_a_space_is_healed_the_model_writes_the_space_with_
         healed = "".join(f["text"] for f in c.chunks(f"healed{i}"))
         assert plain_done["finish_reason"] in ("stop", "length") and healed_done["finish_reason"] in ("stop", "length")
         assert plain.startswith(" "), f"the model should write the space with the word after {line.strip()!r}: {plain!r}"
-        assert healed == plain[1:] and healed.strip(), (plain, healed)
+        # the same prompt ids; past the first word a bfloat16 near-tie may flip between two runs (the second
+        # hits the prefix cache), as tests/test_draft_equivalence.py explains
+        assert healed.strip() and healed[:4] == plain[1:5], (plain, healed)
         assert healed_done["timing"]["prompt_tokens"] == plain_done["timing"]["prompt_tokens"]
     await c.close()
