@@ -55,7 +55,7 @@ class Request:
     cached_tokens: int = 0
     spec_proposed: int = 0
     spec_accepted: int = 0
-    healed: Healed | None = None
+    healed: Healed = field(default_factory=lambda: Healed(""))
     task: asyncio.Task | None = None
     ended: bool = False
     extra: dict = field(default_factory=dict)
@@ -181,7 +181,7 @@ class CompletionService:
                     req.t_second = now
                 req.t_last = now
                 req.output_tokens += d.num_tokens
-                text = req.healed.feed(d.text) if req.healed else d.text
+                text = req.healed.feed(d.text)
                 if text is None:                 # the model did not write the healed space: nothing to show
                     self._end(req, FinishReason.STOP, abort=True)
                     self._apply(self.sched.finished(req.key, time.perf_counter()))

@@ -14,7 +14,6 @@ the document moved away from it.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 import time
@@ -103,7 +102,7 @@ class Completer:
         self.apply_config(cfg)
         if self._state_path() is not None:
             self.predictor.load(self._state_path())
-            self._load_pauses()
+            self.debounce.load(self._state_path("pauses.json"))
 
     def _state_path(self, name: str = "predictor.json") -> Path | None:
         return Path(self.cfg.state_dir).expanduser() / name if self.cfg.state_dir else None
@@ -117,21 +116,9 @@ class Completer:
             if self.predictor.updates:
                 self.predictor.save(path)
             if self.debounce.gaps:
-                pauses = self._state_path("pauses.json")
-                pauses.parent.mkdir(parents=True, exist_ok=True)
-                tmp = pauses.with_suffix(".tmp")
-                tmp.write_text(json.dumps(self.debounce.state()))
-                tmp.replace(pauses)
+                self.debounce.save(self._state_path("pauses.json"))
         except OSError as e:
             log.warning("could not save the client's state to %s: %s", path.parent, e)
-
-    def _load_pauses(self) -> None:
-        try:
-            state = json.loads(self._state_path("pauses.json").read_text())
-        except (OSError, ValueError):
-            return
-        if not isinstance(state, dict) or not self.debounce.restore(state):
-            log.info("ignoring an unreadable pauses.json")
 
     def _learn(self, x: list[float], accepted: bool, now_s: float) -> None:
         self.predictor.learn(x, accepted, now_s)
@@ -214,8 +201,9 @@ class Completer:
             if self.cfg.predictor and not explicit and not self.predictor.should_request(x, self.rng):
                 self.stats.skipped_predictor += 1
                 return None
+            where = place(ctx.line_prefix)
             wait_ms = 0.0 if explicit else self.debounce.wait_ms(self.clock() * 1000, is_pause_point(ctx.line_prefix),
-                                                                  place(ctx.line_prefix))
+                                                                  where)
             if wait_ms > 0:
                 await self.sleep(wait_ms / 1000)
             if doc.generation != gen or doc.text is not snapshot or self.docs.get(uri) is not doc:
@@ -229,7 +217,7 @@ class Completer:
                 flight, launched = self._launch(doc, ctx), True
                 if flight is None:
                     return None              # backend unreachable: answer empty, at once
-                flight.extra.update(waited_ms=round(wait_ms, 1), place=place(ctx.line_prefix))
+                flight.extra.update(waited_ms=round(wait_ms, 1), place=where)
         try:
             text, typed = await self._wait_for_text(flight, ctx, sh, t0)
         except asyncio.CancelledError:

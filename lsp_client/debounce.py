@@ -13,14 +13,16 @@ none of them was longer than w (the user is past their usual rhythm: a real paus
 `learnt_max_ms` are weighed that way; if none of them reaches `min_chance`, the one with the best chance is taken
 when that chance is at least `fallback_chance` (else the longest past gap: this place is no pause). Where
 people stop to read (line starts, after an opener) that is no wait at all; mid-word it is a little more than
-the user's slowest ordinary keystroke. What is learnt (`state`/`restore`) is kept across editor sessions in
+the user's slowest ordinary keystroke. What is learnt (`save`/`load`) is kept across editor sessions in
 the client's state_dir. Time is passed in by the caller (virtual in tests).
 """
 from __future__ import annotations
 
 import bisect
+import json
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 def place(line_prefix: str) -> str:
     """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
@@ -80,20 +82,25 @@ class AdaptiveDebounce:
         self.last_key_ms = now_ms
         self.last_place = place_after
 
-    def state(self) -> dict:
-        """What is learnt about this user (saved across editor sessions: a typing rhythm outlives one)."""
-        return {"version": 1, "gaps_ms": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()},
-                "show_ms": self.show_ms}
+    def save(self, path: Path) -> None:
+        """What is learnt about this user, kept across editor sessions (a typing rhythm outlives one)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"version": 1, "gaps_ms": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()},
+                                   "show_ms": self.show_ms}))
+        tmp.replace(path)
 
-    def restore(self, state: dict) -> bool:
-        gaps, show = state.get("gaps_ms"), state.get("show_ms")
-        if state.get("version") != 1 or not isinstance(gaps, dict):
-            return False
+    def load(self, path: Path) -> bool:
+        """Restore what `save` wrote; a missing or unreadable file leaves nothing learnt."""
         try:
+            state = json.loads(path.read_text())
+            gaps, show = state.get("gaps_ms"), state.get("show_ms")
+            if state.get("version") != 1 or not isinstance(gaps, dict):
+                return False
             self.gaps = {str(k): deque((float(g) for g in v if float(g) > 0), maxlen=self.samples)
                          for k, v in gaps.items()}
             self.show_ms = float(show) if show is not None else None
-        except (TypeError, ValueError):
+        except (OSError, ValueError, TypeError, AttributeError):
             self.gaps, self.show_ms = {}, None
             return False
         return True
