@@ -5,11 +5,14 @@ frames it exchanges. Every receive has a timeout: a test fails, it never hangs.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
+import weakref
 from dataclasses import dataclass, field
 
 from websockets.sync.client import ClientConnection, connect
@@ -19,19 +22,91 @@ TERMINAL = ("done", "error")
 
 def open_session(url: str, *, token: str | None = None, query_token: bool = False, headers: dict | None = None,
                  ssl_context: ssl.SSLContext | None = None, user: str = "", max_size: int | None = 1 << 24,
-                 timeout_s: float = 10.0, ping_interval: float | None = 20.0) -> tuple[ClientConnection, dict]:
-    """Connect, send hello, return (connection, welcome frame)."""
+                 timeout_s: float = 10.0, ping_interval: float | None = 20.0
+                 ) -> tuple[ClientConnection | LoopConnection, dict]:
+    """Connect, send hello, return (connection, welcome frame). wss:// goes through `LoopConnection`."""
     hdrs = dict(headers or {})
     if token and query_token:
         url = f"{url}{'&' if '?' in url else '?'}token={token}"
     elif token:
         hdrs["Authorization"] = f"Bearer {token}"
-    ws = connect(url, additional_headers=hdrs, ssl=ssl_context, open_timeout=timeout_s, max_size=max_size,
-                 close_timeout=2, ping_interval=ping_interval, legacy=True)  # legacy=True: the connection is returned, not a context manager
+    kw = dict(additional_headers=hdrs, max_size=max_size, close_timeout=2, ping_interval=ping_interval)
+    if ssl_context is not None:
+        ws = _connect_tls(url, timeout_s, ssl_context, **kw)
+    else:   # legacy=True: the connection is returned, not a context manager
+        ws = connect(url, open_timeout=timeout_s, legacy=True, **kw)
     ws.send(json.dumps({"kind": "hello", "protocol_version": 1, "user": user}))
     welcome = recv(ws, timeout_s)
     assert welcome["kind"] == "welcome", welcome
     return ws, welcome
+
+
+class LoopConnection:
+    """The part of websockets' sync connection the tests use (send, recv with a timeout, close, `with`), over its
+    asyncio client on a private event-loop thread that does all the I/O.
+
+    For wss://: OpenSSL does not allow one TLS connection to be read and written from two threads at once, and
+    websockets' sync client does exactly that (its reader thread sits in SSL_read while the caller writes). Under
+    load, the reader taking in the server's TLS 1.3 session tickets while the caller wrote the upgrade request
+    lost the request: no answer, then a hang (CPython gh-137583; python-socketio #1568). The product's client is
+    asyncio (one thread), like this."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, ws):
+        self._loop, self._ws = loop, ws
+        self._stop = weakref.finalize(self, _stop_loop, loop, thread)   # a connection dropped unclosed stops its loop
+
+    def _run(self, coro, timeout_s: float | None):
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return fut.result(timeout_s)
+        except TimeoutError:
+            fut.cancel()          # websockets' asyncio recv() may be cancelled without losing a message
+            raise
+
+    def send(self, message: str | bytes) -> None:
+        self._run(self._ws.send(message), 30.0)
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        return self._run(self._ws.recv(), timeout)
+
+    def close(self) -> None:
+        try:
+            if self._stop.alive:
+                self._run(self._ws.close(), 10.0)
+        finally:
+            self._stop()
+
+    def __enter__(self) -> LoopConnection:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _connect_tls(url: str, timeout_s: float, ssl_context: ssl.SSLContext, **kw) -> LoopConnection:
+    from websockets.asyncio.client import connect as connect_async
+
+    async def _open():
+        return await connect_async(url, ssl=ssl_context, open_timeout=timeout_s, **kw)
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="wss-test-client", daemon=True)
+    thread.start()
+    fut = asyncio.run_coroutine_threadsafe(_open(), loop)
+    try:
+        return LoopConnection(loop, thread, fut.result(timeout_s + 2.0))
+    except BaseException:
+        fut.cancel()
+        _stop_loop(loop, thread)
+        raise
+
+
+def _stop_loop(loop: asyncio.AbstractEventLoop, thread: threading.Thread) -> None:
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5.0)
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
 
 
 def recv(ws: ClientConnection, timeout_s: float = 10.0) -> dict:
