@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from lru import LRU
@@ -108,25 +109,40 @@ def _gpt2_byte_to_unicode() -> dict[str, int]:
 
 
 class FastBPE:
-    """tiktoken's BPE with the ranks of a byte-level BPE tokenizer's merges; maps back to its token ids."""
+    """tiktoken's BPE with the ranks of a byte-level BPE tokenizer's merges; maps back to its token ids.
+
+    tiktoken merges by rank and returns ranks. When the tokenizer's ids grow with its merges' order (what a BPE
+    trainer writes: every merge's token after the tokens it joins), the ids themselves are the ranks, and
+    tiktoken's output needs no mapping back — a quarter of the encode time on this CPU."""
 
     def __init__(self, spec: dict):
         import tiktoken
 
         u2b = _gpt2_byte_to_unicode()
         as_bytes = lambda s: bytes(u2b[ch] for ch in s)      # noqa: E731
-        ranks = {bytes([b]): b for b in range(256)}
-        for i, m in enumerate(spec["model"]["merges"]):
-            a, b = m.split(" ") if isinstance(m, str) else m
-            ranks[as_bytes(a) + as_bytes(b)] = 256 + i
-        self._id_of = [-1] * len(ranks)
-        for token, i in spec["model"]["vocab"].items():
-            r = ranks.get(as_bytes(token)) if all(ch in u2b for ch in token) else None
-            if r is not None:
-                self._id_of[r] = i
-        if -1 in self._id_of:
-            raise ValueError("a merge's result is not in the vocabulary")
+        vocab, merges = spec["model"]["vocab"], spec["model"]["merges"]
+        pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
+        b2u = {b: ch for ch, b in u2b.items()}
+        byte_ids = [vocab.get(b2u[b]) for b in range(256)]
+        merge_ids = [vocab.get(a + b) for a, b in pairs]
+        if None not in byte_ids and None not in merge_ids and max(byte_ids) < min(merge_ids, default=1 << 30) and all(
+                x < y for x, y in zip(merge_ids, merge_ids[1:])):
+            ranks = {bytes([b]): i for b, i in enumerate(byte_ids)}
+            ranks.update((as_bytes(a) + as_bytes(b), i) for (a, b), i in zip(pairs, merge_ids))
+            self._id_of = None                                  # ranks are the ids
+        else:
+            ranks = {bytes([b]): b for b in range(256)}
+            for i, (a, b) in enumerate(pairs):
+                ranks[as_bytes(a) + as_bytes(b)] = 256 + i
+            self._id_of = [-1] * len(ranks)
+            for token, i in vocab.items():
+                r = ranks.get(as_bytes(token)) if all(ch in u2b for ch in token) else None
+                if r is not None:
+                    self._id_of[r] = i
+            if -1 in self._id_of:
+                raise ValueError("a merge's result is not in the vocabulary")
         self._enc = tiktoken.Encoding("quickcode-bpe", pat_str=_GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
+        self.encode = self._enc.encode_ordinary if self._id_of is None else self._encode_mapped
 
     @classmethod
     def for_tokenizer(cls, tok: Tokenizer) -> "FastBPE | None":
@@ -142,7 +158,7 @@ class FastBPE:
         except (ImportError, ValueError, KeyError):
             return None
 
-    def encode(self, text: str) -> list[int]:
+    def _encode_mapped(self, text: str) -> list[int]:
         id_of = self._id_of
         return [id_of[r] for r in self._enc.encode_ordinary(text)]
 
@@ -206,7 +222,7 @@ def _keep_tail(tok: Tokenizer, text: str, budget: int) -> list[int]:
                 break
             kept.append(ids)
             total += len(ids)
-        return [i for ids in reversed(kept) for i in ids]
+        return list(chain.from_iterable(reversed(kept)))
     return _keep_tail_whole(tok, text, budget)
 
 

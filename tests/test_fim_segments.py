@@ -119,6 +119,29 @@ def test_the_fast_encoder_gives_the_tokenizers_ids(tok):
     assert tok.token_to_id("<fim_prefix>") not in ids and tok.decode(ids) == "x = '<fim_prefix>'"
 
 
+def test_the_fast_encoder_returns_ids_directly_or_maps_ranks_when_ids_are_not_in_merge_order(tok):
+    """A trained BPE numbers each merge's token after the tokens it joins: its ids are tiktoken's ranks and come
+    back as they are. A vocabulary numbered otherwise (here: the merges' tokens in reverse order) is mapped
+    from ranks, and gives that tokenizer's own ids just the same."""
+    import json
+
+    assert fim.FastBPE.for_tokenizer(tok)._id_of is None
+    spec = json.loads(tok.to_str())
+    vocab = spec["model"]["vocab"]
+    merged = [vocab["".join(m.split(" ") if isinstance(m, str) else m)] for m in spec["model"]["merges"]]
+    renumber = dict(zip(merged, reversed(merged)))
+    spec["model"]["vocab"] = {t: renumber.get(i, i) for t, i in vocab.items()}
+    shuffled = Tokenizer.from_str(json.dumps(spec))
+    fast = fim.FastBPE.for_tokenizer(shuffled)
+    assert fast is not None and fast._id_of is not None
+    renumbered = 0
+    for text in samples(40, seed=5):
+        ids = shuffled.encode(text).ids
+        assert fast.encode(text) == ids, text[:80]
+        renumbered += ids != tok.encode(text).ids
+    assert renumbered > 100      # of 130 texts: the others are too short to hold a merge
+
+
 def test_a_tokenizer_that_is_not_plain_byte_level_bpe_keeps_its_own_encoder():
     from tokenizers import models, normalizers, pre_tokenizers
 
