@@ -113,7 +113,7 @@ class FastBPE:
 
     tiktoken merges by rank and returns ranks. When the tokenizer's ids grow with its merges' order (what a BPE
     trainer writes: every merge's token after the tokens it joins), the ids themselves are the ranks, and
-    tiktoken's output needs no mapping back — a quarter of the encode time on this CPU."""
+    tiktoken's output needs no Python pass to map it back (~15% of a cold prompt's tokenization here)."""
 
     def __init__(self, spec: dict):
         import tiktoken
