@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speed", type=float, default=1.0, help="typing speed multiple (1 ≈ 55 words per minute)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arms", default="ours,baseline,no_predictor",
-                   help="configurations to run (no_predictor = ours without the acceptance predictor: its effect)")
+                   help="configurations to run: ours and baseline always; no_predictor = ours without the acceptance "
+                        "predictor (its effect)")
 
 
 def _files(args) -> list[Path]:
@@ -115,6 +116,9 @@ def run(args: argparse.Namespace) -> dict:
     import os
     import signal
 
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if not {"ours", "baseline"} <= set(arms) or not set(arms) <= set(ARMS):
+        raise SystemExit(f"--arms: 'ours' and 'baseline' are compared, 'no_predictor' is optional (got {args.arms!r})")
     rep = Report("typing", "Typing benchmark: the language server's intelligence vs a naive baseline")
     segs = _segments(_files(args), args.sessions, args.chars, args.seed)
     proc, url = None, args.url
@@ -124,7 +128,6 @@ def run(args: argparse.Namespace) -> dict:
         url = f"ws://127.0.0.1:{port}/v1/ws"
     import tempfile
 
-    arms = [a for a in args.arms.split(",") if a in ARMS]
     results: dict[str, list[dict]] = {a: [] for a in arms}
     state = {a: tempfile.mkdtemp(prefix=f"qc-typing-{a}-") for a in arms}
     try:
