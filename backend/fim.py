@@ -125,15 +125,15 @@ class FastBPE:
         b2u = {b: ch for ch, b in u2b.items()}
         byte_ids = [vocab.get(b2u[b]) for b in range(256)]
         merge_ids = [vocab.get(a + b) for a, b in pairs]
+        merged = [as_bytes(a) + as_bytes(b) for a, b in pairs]
         if None not in byte_ids and None not in merge_ids and max(byte_ids) < min(merge_ids, default=1 << 30) and all(
                 x < y for x, y in zip(merge_ids, merge_ids[1:])):
             ranks = {bytes([b]): i for b, i in enumerate(byte_ids)}
-            ranks.update((as_bytes(a) + as_bytes(b), i) for (a, b), i in zip(pairs, merge_ids))
+            ranks.update(zip(merged, merge_ids))
             self._id_of = None                                  # ranks are the ids
         else:
             ranks = {bytes([b]): b for b in range(256)}
-            for i, (a, b) in enumerate(pairs):
-                ranks[as_bytes(a) + as_bytes(b)] = 256 + i
+            ranks.update((m, 256 + i) for i, m in enumerate(merged))
             self._id_of = [-1] * len(ranks)
             for token, i in vocab.items():
                 r = ranks.get(as_bytes(token)) if all(ch in u2b for ch in token) else None

@@ -15,6 +15,7 @@ import urllib.request
 import weakref
 from dataclasses import dataclass, field
 
+from websockets.asyncio.client import connect as connect_async
 from websockets.sync.client import ClientConnection, connect
 
 TERMINAL = ("done", "error")
@@ -84,8 +85,6 @@ class LoopConnection:
 
 
 def _connect_tls(url: str, timeout_s: float, ssl_context: ssl.SSLContext, **kw) -> LoopConnection:
-    from websockets.asyncio.client import connect as connect_async
-
     async def _open():
         return await connect_async(url, ssl=ssl_context, open_timeout=timeout_s, **kw)
 
