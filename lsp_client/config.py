@@ -32,7 +32,6 @@ class ClientConfig:
     adaptive_debounce: bool = True      # adjust by typing rhythm and measured backend latency
     learn_pauses: bool = True           # ...and by how long this user pauses at this kind of place (debounce.py)
     pause_min_chance: float = 0.9       # ask where the pause outlasts the time to show text this often
-    pause_fallback_chance: float = 0.5  # ...or, where no wait reaches that, at the best wait if it does this often
     # context
     prefix_max_chars: int = 3000        # ~800 tokens
     suffix_max_chars: int = 800

@@ -9,10 +9,7 @@ left at (a fresh line, after `(` or `.`, after a space, mid-word...: `place()`).
 is only worth making if the pause lasts until its ghost text can be shown (`show_ms`, measured: request sent →
 the text to show is final); otherwise its tokens are generated for nobody. So the wait is the shortest w for
 which, among this place's past gaps longer than w, at least `min_chance` lasted w + show_ms, or for which
-none of them was longer than w (the user is past their usual rhythm: a real pause, once `tail_margin` times
-the longest gap seen). A place with fewer than
-`min_samples` gaps yet is judged by all the user's gaps, whatever the place (a new user's first minute: the
-shortcut at pause points would ask at once where this user may never stop). Only waits up to
+none of them was longer than w (the user is past their usual rhythm: a real pause). Only waits up to
 `learnt_max_ms` are weighed that way; if none of them reaches `min_chance`, the one with the best chance is taken
 when that chance is at least `fallback_chance` (else the longest past gap: this place is no pause). Where
 people stop to read (line starts, after an opener) that is no wait at all; mid-word it is a little more than
@@ -61,9 +58,7 @@ class AdaptiveDebounce:
     min_chance: float = 0.9          # ask once the pause lasts until the text can be shown this often
     samples: int = 64                # gaps kept per place
     min_samples: int = 12            # below this many at a place, the rhythm rule above decides
-    tail_min: int = 1                # fewer past gaps than this longer than the wait: it is a real pause...
-    tail_margin: float = 1.25        # ... once it is this much longer than that (the next gap may just be a
-                                     # little longer than any seen so far: asking then would be typed over)
+    tail_min: int = 1                # fewer past gaps than this longer than the wait: it is a real pause
     learnt_max_ms: float = 400.0     # waits the learnt rule considers; past this the latency costs too much
     fallback_chance: float = 0.5     # ... and if none reaches min_chance, the best of them if at least this
     gap_ms: float | None = None      # EWMA of gaps between keystrokes
@@ -130,21 +125,16 @@ class AdaptiveDebounce:
 
     def _learnt_ms(self, where: str | None) -> float | None:
         """The shortest wait after which the pause likely outlasts show_ms (None: not enough history)."""
-        if not (self.learn_pauses and where):
+        q = self.gaps.get(where) if (self.learn_pauses and where) else None
+        if q is None or len(q) < self.min_samples:
             return None
-        q = self.gaps.get(where, ())
-        if len(q) >= self.min_samples:
-            xs = sorted(q)
-        else:               # a place seen too rarely yet: judge it by all the user's gaps (never optimistic:
-            xs = sorted(g for d in self.gaps.values() for g in d)    # the long pauses are a minority of them)
-            if len(xs) < self.min_samples:
-                return None
+        xs = sorted(q)
         show = self.show_ms if self.show_ms is not None else (self.latency_ms or 0.0)
         best_w, best = xs[-1], -1.0
         for w in [0.0, *xs]:
             longer = len(xs) - bisect.bisect_right(xs, w)                # past gaps longer than w
             if longer < self.tail_min:
-                return w * self.tail_margin
+                return w
             chance = (len(xs) - bisect.bisect_right(xs, w + show)) / longer
             if chance >= self.min_chance:
                 return w
@@ -154,7 +144,7 @@ class AdaptiveDebounce:
                 best_w, best = w, chance
         # no short wait makes the text likely in time (a slow backend, pauses about as long as it needs):
         # waiting longer would barely raise the odds and would cost every pause its latency
-        return best_w if best >= self.fallback_chance else xs[-1] * self.tail_margin
+        return best_w if best >= self.fallback_chance else xs[-1]
 
     def wait_ms(self, now_ms: float, pause_point: bool = False, where: str | None = None) -> float:
         """What is left to wait now: the delay counts from the last keystroke, so a client that already
