@@ -1,7 +1,8 @@
 """A simulated developer in a simulated editor, driving the real `quickcode lsp` over stdio.
 
 It opens a document, types a real source file keystroke by keystroke with human-like timing (bursts within
-words, pauses at line ends and punctuation, occasional typos fixed with backspace), sends incremental
+words, pauses at line ends and punctuation, occasional typos fixed with backspace; Enter indents the new line,
+as editors do, so indentation is not typed space by space), sends incremental
 didChange notifications, asks for inline completion the way VS Code does (every keystroke, cancelling the
 previous request) or the way Neovim does (200 ms after typing stops), and accepts a suggestion (its text
 inserted, its command executed) when it matches what the developer was about to type.
@@ -203,7 +204,7 @@ class SimEditor:
 
         def type_key(ch: str) -> None:
             nonlocal shown
-            self.insert(ch)
+            self.insert(ch)                       # one key: a character, or Enter with the editor's auto-indent
             res.keystrokes += 1
             shown = None
             if self.style == "vscode":
@@ -211,8 +212,9 @@ class SimEditor:
 
         i = 0
         last_key_ms = self.now_ms()
+        after_enter = True                        # the pause before the next key is the one after a line end
         while i < len(target):
-            gap_ms = model.gap_ms(self.rng, target[i - 1] if i else "\n")
+            gap_ms = model.gap_ms(self.rng, "\n" if after_enter else target[i - 1])
             is_pause = gap_ms > 300
             res.pauses += is_pause
             asked = self.style != "neovim"
@@ -241,6 +243,7 @@ class SimEditor:
                     break
             if accepted_text is not None:
                 i += len(accepted_text)
+                after_enter = False
                 last_key_ms = self.now_ms()
                 if self.style == "vscode":
                     request()                     # VS Code asks again right after an accept
@@ -254,16 +257,27 @@ class SimEditor:
                 if self.style == "vscode":
                     request()
                 await asyncio.sleep(model.gap_ms(self.rng, "x") / 1000)
+            if ch == "\n":                         # Enter: the editor indents the new line as the next one is
+                ch += _indent_at(target, i + 1)     # (VS Code, Neovim and JetBrains keep or add the indentation)
             type_key(ch)
-            res.typed_chars += 1
+            res.typed_chars += len(ch)
             last_key_ms = self.now_ms()
-            i += 1
+            i += len(ch)
+            after_enter = ch[0] == "\n"
             if progress:
                 progress(i, len(target))
         if pending is not None and not pending[1].done():
             await asyncio.wait([pending[1]], timeout=3)
         res.final_text = self.text
         return res
+
+
+def _indent_at(text: str, i: int) -> str:
+    """The spaces and tabs that start `text`'s line at offset `i` (none if the line is blank)."""
+    j = i
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    return text[i:j] if j < len(text) and text[j] != "\n" else ""
 
 
 def lsp_command() -> list[str]:

@@ -1,0 +1,8 @@
+"""The simulated developer's Enter: the editor indents the new line (what VS Code, Neovim and JetBrains do)."""
+from quickcode.editor_sim import _indent_at
+
+
+def test_enter_brings_the_next_lines_indentation_and_nothing_on_a_blank_line():
+    text = "def f(x):\n    if x:\n\t\treturn 1\n\n   \nend"
+    after_each_newline = [_indent_at(text, i + 1) for i, ch in enumerate(text) if ch == "\n"]
+    assert after_each_newline == ["    ", "\t\t", "", "", ""]
