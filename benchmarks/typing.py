@@ -111,12 +111,8 @@ def _summary(rows: list[dict]) -> dict:
     }
 
 
-def _per_session(r: dict) -> str:
-    share = r["tokens_never_shown"] / r["tokens_generated"] if r["tokens_generated"] else 0.0
-    return f"{r['tokens_generated']} / {r['tokens_never_shown']} ({share:.0%}), {r['backend_requests']} req"
-
-
-def _per_session_summary(s: dict) -> str:
+def _waste_cell(rows: list[dict]) -> str:
+    s = _summary(rows)
     return f"{s['tokens_generated']} / {s['tokens_wasted']} ({s['wasted_share']:.0%}), {s['backend_requests']} req"
 
 
@@ -191,13 +187,12 @@ def run(args: argparse.Namespace) -> dict:
             + ". typed_away: the user typed something else before the text could be shown; superseded: a newer "
             "request replaced it; stopped_early: stopped once its text was final, never shown; empty: its text "
             "post-processed to nothing.")
-    later = {a: _summary(results[a][1:]) for a in arms if len(results[a]) > 1}
     rep.add("**Session by session** (an arm's client state — the predictor's weights, the learnt pauses — carries "
             "from one session to the next, as it does across a user's editor restarts; the first session starts "
             "with nothing learnt). Tokens generated / never shown (share) and backend requests:\n\n"
             + md_table(["session", *arms], [
-                [str(i + 1), *(_per_session(results[a][i]) for a in arms)] for i in range(len(segs))]
-                + ([["2.." + str(len(segs)), *(_per_session_summary(later[a]) for a in arms)]] if later else [])))
+                [str(i + 1), *(_waste_cell(results[a][i:i + 1]) for a in arms)] for i in range(len(segs))]
+                + ([["2.." + str(len(segs)), *(_waste_cell(results[a][1:]) for a in arms)]] if len(segs) > 1 else [])))
     _plot(rep, ours["_lat"], base["_lat"])
     headline = {"requests_per_100_keys": ours["requests_per_100_keys"],
                 "baseline_requests_per_100_keys": base["requests_per_100_keys"], "fewer_requests": round(fewer, 3),
@@ -208,7 +203,7 @@ def run(args: argparse.Namespace) -> dict:
                 "predictor_skipped": ours["skipped_by_predictor"],
                 "no_predictor_requests_per_100_keys": nop["requests_per_100_keys"] if nop else None,
                 "no_predictor_accepted": nop["accepted"] if nop else None, "wasted_by": ours["wasted_by"],
-                "wasted_share_after_first_session": later["ours"]["wasted_share"] if "ours" in later else None,
+                "wasted_share_after_first_session": _summary(results["ours"][1:])["wasted_share"] if len(segs) > 1 else None,
                 "targets_met": targets}
     return rep.finish(headline)
 
