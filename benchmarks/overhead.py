@@ -76,16 +76,22 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
     llm_generate = engine.llm.generate
     ws_rids: list[str] = []
 
+    def processed(request_id: str, t0: float) -> None:
+        timeline.setdefault(request_id, {}).update(pi_start=t0, pi_end=time.perf_counter())
+
+    def core_s(tl: dict[str, float]) -> float:
+        return tl["first_out"] - tl["pi_end"] if "first_out" in tl and "pi_end" in tl else float("nan")
+
     async def timed_process_inputs(request_id, *a, **kw):
         t0 = time.perf_counter()
         r = await process_inputs_async(request_id, *a, **kw)
-        timeline.setdefault(request_id, {}).update(pi_start=t0, pi_end=time.perf_counter())
+        processed(request_id, t0)
         return r
 
     def timed_process_inputs_sync(request_id, *a, **kw):     # a rendered prompt (what the service sends)
         t0 = time.perf_counter()
         r = process_inputs(request_id, *a, **kw)
-        timeline.setdefault(request_id, {}).update(pi_start=t0, pi_end=time.perf_counter())
+        processed(request_id, t0)
         return r
 
     async def timed_generate(prompt, params, request_id, **kw):
@@ -131,7 +137,7 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
                 t_first = time.perf_counter()
         tl = timeline.pop(rid, {})
         t_first = t_first or time.perf_counter()
-        core = t_first - tl["pi_end"] if "first_out" in tl and "pi_end" in tl else float("nan")
+        core = core_s(tl)
         return {"ttft": t_first - t0, "outside": (t_first - t0) - core, "core": core,
                 "prompt_tokens": len(rendered["prompt_token_ids"]), "tokenize": t_rendered - t0,
                 "process_inputs": tl.get("pi_end", t0) - tl.get("pi_start", t0)}
@@ -142,7 +148,7 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
         await session.wait(o.id, 120)
         tl = timeline.pop(ws_rids[0], {}) if ws_rids else {}
         ttft = o.ttft_s if o.t_first is not None else o.total_s
-        core = tl["first_out"] - tl["pi_end"] if "first_out" in tl and "pi_end" in tl else float("nan")
+        core = core_s(tl)
         return ttft, o.total_s, o.timing, {"outside": ttft - core, "core": core,
                                            "process_inputs": tl.get("pi_end", 0.0) - tl.get("pi_start", 0.0)}
 
