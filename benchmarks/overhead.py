@@ -269,13 +269,12 @@ AsyncLLM's input processing).
         lo, hi = np.percentile(boot, [2.5, 97.5])
         headline_within[n_tokens] = {"p50_ms": round(pa["p50"], 2), "p95_ms": round(pa["p95"], 2),
                                      "p99_ms": round(pa["p99"], 2)}
-        raw_out = np.array([p["raw"]["outside"] * 1000 for p in pairs])
-        ws_out = np.array([p["ws"]["outside"] * 1000 for p in pairs])
-        raw_pi = [p["raw"]["process_inputs"] * 1000 for p in pairs]
-        raw_tok = [p["raw"]["tokenize"] * 1000 for p in pairs]
-        ws_pi = [p["ws"]["process_inputs"] * 1000 for p in pairs]
-        raw_core = [p["raw"]["core"] * 1000 for p in pairs]
-        ws_core = [p["ws"]["core"] * 1000 for p in pairs]
+        def ms(arm: str, key: str, pairs=pairs) -> np.ndarray:    # one split of every request of a path, in ms
+            return np.array([p[arm][key] * 1000 for p in pairs])
+
+        raw_out, ws_out = ms("raw", "outside"), ms("ws", "outside")
+        raw_pi, raw_tok, ws_pi = ms("raw", "process_inputs"), ms("raw", "tokenize"), ms("ws", "process_inputs")
+        raw_core, ws_core = ms("raw", "core"), ms("ws", "core")
         raw_out, ws_out = raw_out[np.isfinite(raw_out)], ws_out[np.isfinite(ws_out)]
         pro, pwo = pcts(raw_out), pcts(ws_out)
         headline_added[n_tokens] = {"p50_ms": round(pwo["p50"] - pro["p50"], 2),
