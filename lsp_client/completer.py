@@ -297,8 +297,8 @@ class Completer:
                     continue                      # cancelled or stopped: drain until the backend's done
                 flight.streamed += text
                 self._notify(flight)
-                if "final_s" not in flight.extra:
-                    self._note_final(flight, False)
+                if "show_s" not in flight.extra:
+                    self._note_showable(flight, False)
                 doc = self.docs.get(flight.uri)
                 if self.cfg.cancel_stale and (doc is None or not still_fits(flight, doc.text)):
                     self._cancel(flight, "typed_away")   # what arrived contradicts what the user typed meanwhile
@@ -312,8 +312,8 @@ class Completer:
             self._to_cache(flight)
             flight.extra["ended"] = _ending(flight)
             if isinstance(stream.end, Done):
-                if "final_s" not in flight.extra and not flight.extra.get("cancelled"):
-                    self._note_final(flight, True)
+                if "show_s" not in flight.extra and not flight.extra.get("cancelled"):
+                    self._note_showable(flight, True)
                 tokens = stream.end.timing.output_tokens
                 self.stats.tokens_generated += tokens
                 if flight.rid not in self._shown_rids:
@@ -326,12 +326,22 @@ class Completer:
             self._waterfall(flight, stream)
             self._notify(flight)
 
-    def _note_final(self, flight: Flight, finished: bool) -> None:
-        """Measure how long after sending a request its text to show is final (what the debounce waits for)."""
-        if flight.prefetch or not postprocess.cut(flight.streamed, flight.extra["shape"], finished)[1]:
+    def _note_showable(self, flight: Flight, finished: bool) -> None:
+        """Measure how long after sending a request it has text to show — final, or settled words once the
+        patience is spent (what the debounce must leave time for)."""
+        if flight.prefetch:
             return
-        flight.extra["final_s"] = self.clock()
-        self.debounce.shown_after((flight.extra["final_s"] - flight.started_s) * 1000)
+        sh = flight.extra["shape"]
+        now = self.clock()
+        if not postprocess.cut(flight.streamed, sh, finished)[1] and not (
+                now - flight.started_s >= self._patience_ms(sh) / 1000 and postprocess.early(flight.streamed, sh)):
+            return
+        flight.extra["show_s"] = now
+        self.debounce.shown_after((now - flight.started_s) * 1000)
+
+    def _patience_ms(self, sh) -> float:
+        """After this, a suggestion still being written shows what is settled (0: only once it is final)."""
+        return (self.cfg.block_patience_ms if sh.multiline else self.cfg.line_patience_ms) or self.cfg.deadline_ms
 
     def _enough(self, flight: Flight) -> bool:
         """The text to show is final and, once it has been shown, the hot-streak lines beyond it have arrived
@@ -372,10 +382,12 @@ class Completer:
 
     async def _wait_for_text(self, flight: Flight, ctx: Context, sh, t0: float) -> tuple[str, int]:
         """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed).
-        A multi-line block still being written shows its complete lines once `block_patience_ms` has passed:
-        the pause may end before the block does, and text shown is text not generated in vain."""
+        Once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
+        written shows what is settled — a block's complete lines, else the first line's complete words: on a
+        slow engine the pause may end before the line does, and text shown is text not generated in vain.
+        The rest streams on into the flight, for the keystrokes that type through it."""
         deadline = t0 + self.cfg.deadline_ms / 1000
-        patience = t0 + self.cfg.block_patience_ms / 1000 if sh.multiline and self.cfg.block_patience_ms else deadline
+        patience = min(deadline, t0 + self._patience_ms(sh) / 1000)
         flight.listeners += 1
         text, typed = "", len(ctx.prefix) - len(flight.prefix)
         try:
@@ -383,10 +395,11 @@ class Completer:
                 fit = flight.fit(ctx.prefix, ctx.suffix_head)
                 if fit is Fit.STALE or flight.extra.get("cancelled") or flight.extra.get("lost"):
                     return "", typed
-                final = False
+                final, now = False, self.clock()
                 if fit is Fit.REUSABLE:
                     text, final = postprocess.cut(flight.streamed[typed:], sh, flight.finished)
-                now = self.clock()
+                    if not (final or flight.finished):
+                        text = postprocess.early(flight.streamed[typed:], sh) if now >= patience else ""
                 if final or flight.finished or now >= deadline or (text and now >= patience):
                     return text, typed
                 remaining = (patience if now < patience else deadline) - now
@@ -492,8 +505,8 @@ class Completer:
         row = {"id": flight.rid, "prefetch": flight.prefetch, "multiline": flight.extra["shape"].multiline,
                "ended": flight.extra["ended"], "shown": flight.rid in self._shown_rids, "place": flight.extra.get("place"),
                "waited_ms": flight.extra.get("waited_ms"), "cancel_ms": flight.extra.get("cancel_ms"),
-               "final_ms": (round((flight.extra["final_s"] - flight.started_s) * 1000, 1)
-                            if "final_s" in flight.extra else None),
+               "show_ms": (round((flight.extra["show_s"] - flight.started_s) * 1000, 1)
+                           if "show_s" in flight.extra else None),
                "client_total_ms": round(client_ms, 2),
                "client_first_chunk_ms": round((stream.t_first - stream.t_sent) * 1000, 2) if stream.t_first else None}
         if isinstance(end, Done):

@@ -25,6 +25,7 @@ class ClientConfig:
     hot_streak_lines: int = 3           # lines kept beyond what is shown, for the next positions
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
     block_patience_ms: float = 150.0    # a multi-line suggestion shows its complete lines after this (0: whole block)
+    line_patience_ms: float = 150.0     # a line still being written shows its complete words after this (0: whole line)
     # timing
     debounce_ms: float = 50.0           # base pause
     debounce_min_ms: float = 0.0

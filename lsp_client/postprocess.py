@@ -9,7 +9,7 @@ can be stopped early (the rest of the generation is cancelled on the backend).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lsp_client.context import Context
 
@@ -17,6 +17,7 @@ _PAIRS = {")": "(", "]": "[", "}": "{"}
 _OPENERS = set(_PAIRS.values())
 _BLOCK_OPENER = re.compile(r"[:{(\[]\s*$")
 _CLOSERS_ONLY = set(")]}\"'`;,: ")
+_WORD_TAIL = re.compile(r"\w+$")
 # a unit of 2+ characters 4+ times in a row, one of 6+ characters 3+ times ("the number of the number of the
 # number of"), or one character 8+ times; runs of whitespace are indentation or alignment, not loops
 _REPEAT_UNIT = re.compile(r"(.{2,}?)\1{3,}|(.{6,}?)\2{2,}|(.)\3{7,}", re.S)
@@ -157,3 +158,18 @@ def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
     if "\n" not in text:
         text = _trim_suffix_overlap(_balance(sh.line_prefix, text, sh.line_suffix), sh.line_suffix)
     return text, final
+
+
+def early(raw: str, sh: Shape) -> str:
+    """What a stream still being written can show already (its patience is spent): a block's complete
+    lines; else the first line up to its last settled word — the word being written may still grow, and a
+    ghost text must only ever grow by what the user types through, never change under them."""
+    text, final = cut(raw, sh, finished=False)
+    if final:
+        return text
+    if sh.multiline and text:
+        return text
+    first = raw.split("\n", 1)[0]
+    settled = first if "\n" in raw else _WORD_TAIL.sub("", first)
+    text, _ = cut(settled, replace(sh, multiline=False, max_lines=1), finished=False)
+    return text

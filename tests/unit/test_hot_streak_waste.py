@@ -88,3 +88,41 @@ async def test_a_block_still_being_written_shows_its_complete_lines_after_the_pa
     assert s is not None and s.text == "total = a + b"
     await _settle()
     assert rid in chan.running() and c.stats.tokens_never_shown == 0   # shown: the rest streams on, for later
+
+
+async def test_a_line_still_being_written_shows_its_settled_words_after_the_patience_and_streams_on():
+    c, chan, now = _completer("compute_total(values, weights)\n    return total\n")
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    chan.feed(rid, 17)                                 # "compute_total(val": the line goes on
+    await _settle()
+    assert not ask.done()                              # within the patience: wait for the whole line
+    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
+    chan.feed(rid, 2)                                  # "ue": the next chunk finds the patience spent
+    s = await asyncio.wait_for(ask, 1)
+    assert s is not None and s.text == "compute_total("    # the settled words; "value" may still grow
+    await _settle()
+    assert rid in chan.running()                       # shown: the rest of the line streams on
+    text = BEFORE + "compute_total(v"                  # the user types through the ghost text ...
+    c.on_change(URI, text, len(text))
+    chan.feed(rid, 14)                                 # ... while the line ends
+    s = await c.complete(URI, len(text), explicit=True)
+    assert s is not None and s.text == "alues, weights)" and s.source == "inflight"
+    assert len(chan.msgs) == 1 and c.stats.tokens_never_shown == 0
+
+
+async def test_without_line_patience_a_line_shows_only_once_final():
+    c, chan, now = _completer("compute_total(values, weights)\n")
+    c.cfg.line_patience_ms = 0
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    chan.feed(rid, 17)
+    now[0] += 0.5
+    chan.feed(rid, 2)
+    await _settle()
+    assert not ask.done()
+    chan.feed(rid, 100)
+    s = await asyncio.wait_for(ask, 1)
+    assert s is not None and s.text == "compute_total(values, weights)"

@@ -76,3 +76,29 @@ def test_block_is_capped_at_max_lines():
 
 def test_brackets_inside_strings_do_not_count():
     assert show("x = f(║)\n", "')', 2)\n")[0] == "')', 2"
+
+
+def early(fixture: str, raw: str) -> str:
+    _, _, ctx = at(fixture)
+    return pp.early(raw, pp.shape(ctx))
+
+
+@pytest.mark.parametrize("fixture, raw, expected", [
+    ("x = ║", "compute_total(val", "compute_total("),      # the word still being written waits
+    ("x = ║", "compute", ""),                               # nothing settled yet
+    ("x = ║", "self.items[0] + off", "self.items[0] +"),
+    ("print(║)\n", "a, b", "a,"),                           # mid-line: the suffix rules still apply
+    ("def f():\n    ║", "total = sum(va", "total = sum("),  # a block's first line, before it is complete
+    ("def f():\n    ║", "a = 1\n    b = g(", "a = 1"),       # a block with a complete line shows that line
+    ("x = ║", "foo(1)\nbar", "foo(1)"),                     # final: the same as cut
+    ("x = ║", "ab ab ab ab ab ab ", ""),                    # a loop is not shown early either
+])
+def test_early_shows_only_the_settled_part_of_a_stream_still_being_written(fixture, raw, expected):
+    assert early(fixture, raw) == expected
+
+
+def test_early_text_only_grows_as_the_stream_goes_on():
+    raw = "result = compute_total(values, weights) + offset\n"
+    shown = [early("    ║", raw[:n]) for n in range(len(raw) + 1)]
+    for a, b in zip(shown, shown[1:]):
+        assert b.startswith(a) or not a, (a, b)
