@@ -130,7 +130,7 @@ class Completer:
         d = self.debounce
         d.base_ms, d.min_ms, d.max_ms, d.adaptive = cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms, cfg.adaptive_debounce
         d.learn_pauses, d.min_chance = cfg.learn_pauses, cfg.pause_min_chance
-        self.predictor.threshold, self.predictor.exploration = cfg.predictor_threshold, cfg.predictor_exploration
+        self.predictor.min_ratio, self.predictor.exploration = cfg.predictor_min_ratio, cfg.predictor_exploration
         self.inflight.max_per_doc = cfg.max_inflight_per_doc
 
     # ── document events

@@ -50,7 +50,7 @@ class ClientConfig:
     prefetch: bool = True
     warmup: bool = True                 # prefill-only request on open / cursor jump (KV warm-up)
     predictor: bool = True
-    predictor_threshold: float = 0.2
+    predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1
     state_dir: str = "~/.cache/quickcode"   # the predictor's weights and learnt pauses live here ("" = nowhere)
     telemetry: bool = True

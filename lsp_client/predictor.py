@@ -2,8 +2,12 @@
 
 Online logistic regression over a handful of features of the moment (last outcome and how long ago, the
 character before the cursor, position in the line, language), trained by the telemetry (accepted → 1,
-dismissed → 0). With probability `exploration` a request is made anyway, so the model keeps learning
-about the cases it would skip. Starts neutral (p = 0.5): nothing is skipped until it has learnt.
+dismissed → 0). A request is skipped where its predicted acceptance is below `min_ratio` × this user's own
+acceptance rate so far: the bar is relative, so a weak model (or a user who rarely takes suggestions) loses the
+places that are much worse than usual, not every suggestion — an absolute bar above a model's usual rate would
+silence it everywhere and leave only the explorations to learn from. With probability `exploration` a request
+is made anyway, so the model keeps learning about the cases it would skip. Starts neutral (p = 0.5, rate 0.5):
+nothing is skipped until it has learnt.
 """
 from __future__ import annotations
 
@@ -43,11 +47,12 @@ def features(last_outcome: int | None, since_last_s: float, line_prefix: str, li
 
 @dataclass
 class AcceptancePredictor:
-    threshold: float = 0.2
+    min_ratio: float = 0.5           # ask where p(accept) ≥ this × the user's acceptance rate
     exploration: float = 0.1
     lr: float = 0.1
     weights: list[float] = field(default_factory=lambda: [0.0] * (4 + len(_CLASSES) + 2 + len(_LANGS)))
     updates: int = 0
+    accepted: int = 0
     skipped: int = 0
     last_outcome: int | None = None
     last_outcome_s: float = -1e9
@@ -56,8 +61,12 @@ class AcceptancePredictor:
         z = sum(w * v for w, v in zip(self.weights, x))
         return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
 
+    def rate(self) -> float:
+        """This user's acceptance rate so far (Laplace-smoothed: 0.5 before any outcome)."""
+        return (self.accepted + 1) / (self.updates + 2)
+
     def should_request(self, x: list[float], rng=random.random) -> bool:
-        if self.probability(x) >= self.threshold or rng() < self.exploration:
+        if self.probability(x) >= self.min_ratio * self.rate() or rng() < self.exploration:
             return True
         self.skipped += 1
         return False
@@ -66,13 +75,15 @@ class AcceptancePredictor:
         err = float(accepted) - self.probability(x)
         self.weights = [w + self.lr * err * v for w, v in zip(self.weights, x)]
         self.updates += 1
+        self.accepted += int(accepted)
         self.last_outcome, self.last_outcome_s = int(accepted), now_s
 
     def save(self, path: Path) -> None:
         """Weights persist across editor sessions (the language server restarts with the editor)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "weights": self.weights, "updates": self.updates}))
+        tmp.write_text(json.dumps({"version": 1, "weights": self.weights, "updates": self.updates,
+                                   "accepted": self.accepted}))
         tmp.replace(path)
 
     def load(self, path: Path) -> bool:
@@ -84,5 +95,6 @@ class AcceptancePredictor:
         if data.get("version") == 1 and isinstance(w, list) and len(w) == len(self.weights):
             self.weights = [float(x) for x in w]
             self.updates = int(data.get("updates", 0))
+            self.accepted = min(self.updates, int(data.get("accepted", 0)))
             return True
         return False

@@ -259,6 +259,8 @@ class SimEditor:
                 await asyncio.sleep(model.gap_ms(self.rng, "x") / 1000)
             if ch == "\n":                         # Enter: the editor indents the new line as the next one is
                 ch += _indent_at(target, i + 1)     # (VS Code, Neovim and JetBrains keep or add the indentation)
+            elif i == 0 and _indent_at(target, 0):  # starting on an empty line: one Tab indents it, as
+                ch = _indent_at(target, 0)          # developers do (not the spaces one by one)
             type_key(ch)
             res.typed_chars += len(ch)
             last_key_ms = self.now_ms()

@@ -7,20 +7,35 @@ from lsp_client.predictor import AcceptancePredictor, features
 
 
 def test_predictor_starts_neutral_and_learns_to_skip_what_is_always_dismissed():
-    p = AcceptancePredictor(threshold=0.3, exploration=0.0)
+    p = AcceptancePredictor(min_ratio=0.5, exploration=0.0)
     bad = features(None, 100.0, "x = foo(a, b", ") + 1", "python")      # mid-line, after a letter
     good = features(None, 100.0, "def f(x):", "", "python")            # after a block opener
     assert p.should_request(bad) and p.should_request(good)
     for t in range(300):
         p.learn(bad, False, t)
         p.learn(good, True, t)
-    assert p.probability(good) > 0.6 > 0.3 > p.probability(bad)
+    assert abs(p.rate() - 0.5) < 0.01                # the bar: 0.5 × this user's rate
+    assert p.probability(good) > 0.6 > 0.25 > p.probability(bad)
     assert not p.should_request(bad) and p.should_request(good)
     assert p.skipped == 1
 
 
+def test_a_weak_model_keeps_its_best_places_and_loses_the_worst():
+    """Suggestions rarely taken anywhere (a tiny model): the bar follows the user's own rate, so the places
+    where a suggestion is taken now and then are still asked; the ones where it never is are skipped."""
+    p = AcceptancePredictor(min_ratio=0.5, exploration=0.0)
+    rng = random.Random(1)
+    line_start = features(None, 100.0, "    ", "", "python")
+    mid_word = features(None, 100.0, "x = fo", "", "python")
+    for t in range(400):
+        p.learn(line_start, rng.random() < 0.12, t)
+        p.learn(mid_word, False, t)
+    assert p.rate() < 0.1 and p.probability(line_start) < 0.2      # an absolute bar of 0.2 would skip both
+    assert p.should_request(line_start) and not p.should_request(mid_word)
+
+
 def test_predictor_explores():
-    p = AcceptancePredictor(threshold=0.99, exploration=0.2)
+    p = AcceptancePredictor(min_ratio=2.0, exploration=0.2)      # a bar no prediction reaches
     x = features(None, 1.0, "x", "", "python")
     rng = random.Random(0)
     asked = sum(p.should_request(x, rng.random) for _ in range(1000))
