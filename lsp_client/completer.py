@@ -85,8 +85,9 @@ class Stats:
 
 class Completer:
     def __init__(self, cfg: ClientConfig, channel: Channel, *, clock=time.monotonic, sleep=asyncio.sleep,
-                 rng=random.random):
+                 rng=random.random, on_more=None):
         self.channel = channel
+        self.on_more = on_more        # (uri, offset): text shown early there is now complete — ask again
         self.clock, self.sleep, self.rng = clock, sleep, rng
         self.docs: dict[str, _Doc] = {}
         self.cache = CompletionCache(cfg.cache_max_keys)
@@ -219,7 +220,7 @@ class Completer:
                     return None              # backend unreachable: answer empty, at once
                 flight.extra.update(waited_ms=round(wait_ms, 1), place=where)
         try:
-            text, typed = await self._wait_for_text(flight, ctx, sh, t0)
+            text, typed, final = await self._wait_for_text(flight, ctx, sh, t0)
         except asyncio.CancelledError:
             self._abandoned(flight, doc, snapshot)
             raise
@@ -232,6 +233,8 @@ class Completer:
         else:
             self.stats.served_inflight += 1
         self._mark_shown(flight.rid)
+        if not final:
+            flight.extra["grow"] = (uri, offset, snapshot, typed, sh)   # tell the editor once the rest is in
         self._release(flight)
         return self._show(doc, ctx, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
                           "network" if launched else "inflight", t0)
@@ -297,6 +300,8 @@ class Completer:
                     continue                      # cancelled or stopped: drain until the backend's done
                 flight.streamed += text
                 self._notify(flight)
+                if "grow" in flight.extra:
+                    self._more_ready(flight)
                 if "show_s" not in flight.extra:
                     self._note_showable(flight, False)
                 doc = self.docs.get(flight.uri)
@@ -310,6 +315,8 @@ class Completer:
             flight.finished = True
             self.inflight.remove(flight)
             self._to_cache(flight)
+            if "grow" in flight.extra and not flight.extra.get("cancelled") and not flight.extra.get("lost"):
+                self._more_ready(flight)
             flight.extra["ended"] = _ending(flight)
             if isinstance(stream.end, Done):
                 if "show_s" not in flight.extra and not flight.extra.get("cancelled"):
@@ -342,6 +349,20 @@ class Completer:
     def _patience_ms(self, sh) -> float:
         """After this, a suggestion still being written shows what is settled (0: only once it is final)."""
         return (self.cfg.block_patience_ms if sh.multiline else self.cfg.line_patience_ms) or self.cfg.deadline_ms
+
+    def _more_ready(self, flight: Flight) -> None:
+        """Text shown early (its settled part) is now complete: if the document is still as it was shown,
+        the editor is told, and asks again (the answer comes from this flight or the cache)."""
+        uri, offset, snapshot, typed, sh = flight.extra["grow"]
+        doc = self.docs.get(uri)
+        if doc is None or doc.text is not snapshot:
+            del flight.extra["grow"]                 # the user moved on: the editor asks by itself
+            return
+        if not postprocess.cut(flight.streamed[typed:], sh, flight.finished)[1]:
+            return
+        del flight.extra["grow"]
+        if self.on_more is not None:
+            self.on_more(uri, offset)
 
     def _enough(self, flight: Flight) -> bool:
         """The text to show is final and, once it has been shown, the hot-streak lines beyond it have arrived
@@ -380,8 +401,9 @@ class Completer:
         flight.extra["event"] = asyncio.Event()
         ev.set()
 
-    async def _wait_for_text(self, flight: Flight, ctx: Context, sh, t0: float) -> tuple[str, int]:
-        """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed).
+    async def _wait_for_text(self, flight: Flight, ctx: Context, sh, t0: float) -> tuple[str, int, bool]:
+        """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed,
+        final).
         Once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
         written shows what is settled — a block's complete lines, else the first line's complete words: on a
         slow engine the pause may end before the line does, and text shown is text not generated in vain.
@@ -394,14 +416,14 @@ class Completer:
             while True:
                 fit = flight.fit(ctx.prefix, ctx.suffix_head)
                 if fit is Fit.STALE or flight.extra.get("cancelled") or flight.extra.get("lost"):
-                    return "", typed
+                    return "", typed, True
                 final, now = False, self.clock()
                 if fit is Fit.REUSABLE:
                     text, final = postprocess.cut(flight.streamed[typed:], sh, flight.finished)
                     if not (final or flight.finished):
                         text = postprocess.early(flight.streamed[typed:], sh) if now >= patience else ""
                 if final or flight.finished or now >= deadline or (text and now >= patience):
-                    return text, typed
+                    return text, typed, final or flight.finished
                 remaining = (patience if now < patience else deadline) - now
                 try:
                     await asyncio.wait_for(flight.extra["event"].wait(), remaining)

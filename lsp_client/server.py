@@ -26,6 +26,7 @@ log = logging.getLogger("quickcode.lsp")
 
 ACCEPT_COMMAND = "quickcode.accept"
 STATUS_NOTIFICATION = "$/quickcode/status"
+MORE_NOTIFICATION = "$/quickcode/moreText"   # text shown early at {textDocument, position} is complete: ask again
 
 
 class QuickcodeServer(LanguageServer):
@@ -40,7 +41,7 @@ class QuickcodeServer(LanguageServer):
         if self.channel is not None:
             return
         self.channel = Channel(self.cfg, f"quickcode-lsp/{__version__} ({self.client_name})", on_state=self.push_status)
-        self.completer = Completer(self.cfg, self.channel)
+        self.completer = Completer(self.cfg, self.channel, on_more=self.push_more)
         self.channel.start()
 
     def push_status(self, status: dict | None = None) -> None:
@@ -48,6 +49,16 @@ class QuickcodeServer(LanguageServer):
             self.protocol.notify(STATUS_NOTIFICATION, self.status())
         except Exception:  # no client attached (tests) or the stream is closing
             log.debug("status notification not sent", exc_info=True)
+
+    def push_more(self, uri: str, offset: int) -> None:
+        """The suggestion shown at `offset` was its settled part; the rest is in now: the editor re-asks
+        there (our VS Code and Neovim integrations do; other editors ask again on the next keystroke)."""
+        try:
+            pos = self.workspace.get_text_document(uri).client_position_at_offset(offset)
+            self.protocol.notify(MORE_NOTIFICATION, {"textDocument": {"uri": uri},
+                                                     "position": {"line": pos.line, "character": pos.character}})
+        except Exception:  # the document closed meanwhile, or no client attached
+            log.debug("moreText notification not sent", exc_info=True)
 
     def status(self) -> dict:
         st = self.channel.status() if self.channel else {"connected": False}

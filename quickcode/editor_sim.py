@@ -79,10 +79,18 @@ class SimEditor:
         self.t0 = time.perf_counter()
         self._msg_id = 10_000
         self.status: dict = {}
+        self._on_more = None      # set while a session types: ask again
 
         @self.client.feature("$/quickcode/status")
         def _status(params):
             self.status = params
+
+        @self.client.feature("$/quickcode/moreText")
+        def _more(params):
+            # our VS Code extension and Neovim plugin ask again when the cursor is where the text was shown
+            pos = _field(params, "position")
+            if self._on_more is not None and (_field(pos, "line"), _field(pos, "character")) == self._cursor():
+                self._on_more()
 
     def now_ms(self) -> float:
         return (time.perf_counter() - self.t0) * 1000
@@ -122,6 +130,10 @@ class SimEditor:
         col = len(before) - (before.rfind("\n") + 1)
         col16 = len(before[len(before) - col:].encode("utf-16-le")) // 2
         return T.Position(line=line, character=col16)
+
+    def _cursor(self) -> tuple[int, int]:
+        p = self._pos(len(self.text))
+        return p.line, p.character
 
     def insert(self, s: str) -> None:
         pos = self._pos(len(self.text))
@@ -210,6 +222,7 @@ class SimEditor:
             if self.style == "vscode":
                 request()
 
+        self._on_more = request                   # `$/quickcode/moreText`: the integrations ask again
         i = 0
         last_key_ms = self.now_ms()
         after_enter = True                        # the pause before the next key is the one after a line end
@@ -218,29 +231,29 @@ class SimEditor:
             is_pause = gap_ms > 300
             res.pauses += is_pause
             asked = self.style != "neovim"
-            accepted_text = None
-            # the developer pauses for gap_ms; a suggestion may appear meanwhile, and is taken if right
+            accepted_text, seen = None, None
+            # the developer pauses for gap_ms; a suggestion may appear meanwhile (and grow, when the rest of a
+            # line shown early comes in), and is taken if right
             while (left_ms := last_key_ms + gap_ms - self.now_ms()) > 0:
                 if not asked and self.now_ms() - last_key_ms >= 200:
                     request()                     # Neovim asks 200 ms after typing stops
                     asked = True
                 wait_ms = left_ms if asked else min(left_ms, last_key_ms + 200 - self.now_ms())
                 appeared.clear()
-                if shown is None:
+                if shown is None or shown is seen:
                     try:
                         await asyncio.wait_for(appeared.wait(), max(0.001, wait_ms / 1000))
                     except asyncio.TimeoutError:
                         continue
-                if shown is not None and shown["version"] == self.version:
-                    if is_pause:
+                if shown is not None and shown is not seen and shown["version"] == self.version:
+                    if is_pause and seen is None:
                         res.pause_to_ghost_ms.append(shown["t_ms"] - last_key_ms)
+                    seen = shown
                     if target[i:].startswith(shown["text"]) and self.rng.random() < model.accept_prob:
                         await asyncio.sleep(model.react_ms / model.speed / 1000)
                         if shown is not None and shown["version"] == self.version:
                             accepted_text = await accept()
                         break
-                    await asyncio.sleep(max(0.0, last_key_ms + gap_ms - self.now_ms()) / 1000)
-                    break
             if accepted_text is not None:
                 i += len(accepted_text)
                 after_enter = False
@@ -270,8 +283,14 @@ class SimEditor:
                 progress(i, len(target))
         if pending is not None and not pending[1].done():
             await asyncio.wait([pending[1]], timeout=3)
+        self._on_more = None
         res.final_text = self.text
         return res
+
+
+def _field(o, name: str):
+    """A field of a custom notification's params (pygls hands them over as an object, or a dict)."""
+    return o.get(name) if isinstance(o, dict) else getattr(o, name, None)
 
 
 def _indent_at(text: str, i: int) -> str:

@@ -227,3 +227,40 @@ async def test_cancel_request_aborts_the_engine_request(client: LanguageClient, 
             break
         await asyncio.sleep(0.05)
     assert metric(backend, "quickcode_engine_running") + metric(backend, "quickcode_engine_waiting") == 0
+
+
+async def test_a_line_shown_early_is_completed_when_the_editor_asks_again(client: LanguageClient):
+    """Patience spent at once (linePatienceMs 1): the answer is the settled words of a line the real engine is
+    still writing; once the line is complete the server sends `$/quickcode/moreText` for that place (what our
+    VS Code and Neovim integrations re-ask on), and asking again there gives the whole line from the same
+    generation, with no new backend request."""
+    notices: list = []
+    client.feature("$/quickcode/moreText")(lambda params: notices.append(_plain(params)))
+    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
+        settings={"quickcode": {"linePatienceMs": 1, "blockPatienceMs": 1}}))
+    contexts = ["def add(a, b):\n    return ", "import os\n\nx = os.path.", "def f(items):\n    total = ",
+                "class Point:\n    def __init__(self, x, y):\n        self.x = ", "import "]
+    for version, text in enumerate(contexts, start=1):
+        client.text_document_did_close(T.DidCloseTextDocumentParams(T.TextDocumentIdentifier(uri=URI)))
+        open_doc(client, text, version)
+        notices.clear()
+        result = await client.text_document_inline_completion_async(inline_params(text))
+        if not result.items:
+            continue
+        first = result.items[0].insert_text
+        for _ in range(100):
+            if notices:
+                break
+            await asyncio.sleep(0.05)
+        if not notices:
+            continue                                  # that answer was already the whole line
+        assert notices == [{"textDocument": {"uri": URI}, "position": {"line": end_pos(text).line,
+                                                                        "character": end_pos(text).character}}]
+        before = (await command(client, "quickcode.stats"))["backend_requests"]
+        again = await client.text_document_inline_completion_async(inline_params(text, invoked=False))
+        assert again.items, "asked again where the notice said, the whole line is there"
+        whole = again.items[0].insert_text
+        assert whole.startswith(first) and len(whole) > len(first), (first, whole)
+        assert (await command(client, "quickcode.stats"))["backend_requests"] == before
+        return
+    pytest.fail("no context gave an answer while its line was still being written")

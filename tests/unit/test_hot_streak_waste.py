@@ -126,3 +126,44 @@ async def test_without_line_patience_a_line_shows_only_once_final():
     chan.feed(rid, 100)
     s = await asyncio.wait_for(ask, 1)
     assert s is not None and s.text == "compute_total(values, weights)"
+
+
+async def test_text_shown_early_tells_the_editor_once_the_rest_is_in_and_the_next_ask_gets_it_whole():
+    c, chan, now = _completer("compute_total(values, weights)\n    return total\n")
+    more: list[tuple[str, int]] = []
+    c.on_more = lambda uri, offset: more.append((uri, offset))
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
+    chan.feed(rid, 19)                                 # "compute_total(value", the patience spent
+    s = await asyncio.wait_for(ask, 1)
+    assert s is not None and s.text == "compute_total("
+    chan.feed(rid, 5)                                  # the line goes on: nothing new to tell yet
+    await _settle()
+    assert more == []
+    chan.feed(rid, 8)                                  # "...weights)\n": the line is complete
+    await _settle()
+    assert more == [(URI, len(BEFORE))]                # once
+    s = await c.complete(URI, len(BEFORE), explicit=True)    # the editor asks again, the document unchanged
+    assert s is not None and s.text == "compute_total(values, weights)" and len(chan.msgs) == 1
+    chan.feed(rid, 100)
+    await _settle()
+    assert more == [(URI, len(BEFORE))]
+
+
+async def test_no_more_text_notice_once_the_user_moved_on():
+    c, chan, now = _completer("compute_total(values, weights)\n")
+    more: list = []
+    c.on_more = lambda uri, offset: more.append(offset)
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
+    chan.feed(rid, 19)
+    assert (await asyncio.wait_for(ask, 1)).text == "compute_total("
+    text = BEFORE + "comp"                             # typed on, through the ghost text: the editor asks by itself
+    c.on_change(URI, text, len(text))
+    chan.feed(rid, 100)
+    await _settle()
+    assert more == []

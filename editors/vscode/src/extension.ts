@@ -12,11 +12,13 @@ import {
 } from 'vscode-languageclient/node';
 import type * as lsp from 'vscode-languageclient/node';
 import {
-  needsRestart, partialAcceptParams, presentStatus, ProtocolInlineItem, serverLaunch, serverSettings, ServerStatus,
+  MoreTextParams, needsRestart, partialAcceptParams, presentStatus, ProtocolInlineItem, retriggerFor, serverLaunch,
+  serverSettings, ServerStatus,
 } from './logic';
 
 const SECTION = 'quickcode';
 const STATUS_NOTIFICATION = '$/quickcode/status';
+const MORE_NOTIFICATION = '$/quickcode/moreText';
 const STATUS_POLL_MS = 5000;
 
 let client: LanguageClient | undefined;
@@ -82,6 +84,14 @@ async function startClient(): Promise<void> {
   client = c;
   clientDisposables.push(
     c.onNotification(STATUS_NOTIFICATION, (s: ServerStatus) => { status = s; renderStatus(); }),
+    // the ghost text shown was the settled part of a line still being written; the rest is in: ask again
+    c.onNotification(MORE_NOTIFICATION, (p: MoreTextParams) => {
+      const ed = vscode.window.activeTextEditor;
+      if (ed && retriggerFor(p, c.code2ProtocolConverter.asUri(ed.document.uri), ed.selection.active,
+        ed.selection.isEmpty)) {
+        void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+      }
+    }),
     c.onDidChangeState(() => renderStatus()),
   );
   output.info(`starting ${launch.command} ${launch.args.join(' ')}`);

@@ -130,3 +130,19 @@ export function partialAcceptParams(item: ProtocolInlineItem, acceptedLength: nu
   const n = Math.max(0, Math.min(Math.floor(acceptedLength), text.length));
   return n > 0 ? { item, acceptedLength: n } : null;
 }
+
+/** `$/quickcode/moreText`: the suggestion shown early (its settled words) at this place is complete now. */
+export interface MoreTextParams {
+  textDocument: { uri: string };
+  position: { line: number; character: number };
+}
+
+/**
+ * Should the editor ask again for the ghost text? Only when the notice is for the document and the very
+ * place the cursor is at (no selection): anywhere else the user has moved on and the next keystroke asks.
+ */
+export function retriggerFor(p: MoreTextParams | undefined, documentUri: string,
+  cursor: { line: number; character: number }, selectionEmpty: boolean): boolean {
+  return !!p && selectionEmpty && p.textDocument?.uri === documentUri
+    && p.position?.line === cursor.line && p.position?.character === cursor.character;
+}

@@ -1,7 +1,7 @@
 // Pure logic of the extension (src/logic.ts, bundled to dist/logic.mjs by `npm test`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { serverSettings, serverLaunch, presentStatus, partialAcceptParams, needsRestart } from '../dist/logic.mjs';
+import { serverSettings, serverLaunch, presentStatus, partialAcceptParams, needsRestart, retriggerFor } from '../dist/logic.mjs';
 
 const getter = (obj) => (key) => obj[key];
 
@@ -61,4 +61,13 @@ test('partialAcceptParams clamps to the item text', () => {
   assert.equal(partialAcceptParams(item, 99).acceptedLength, 12);
   assert.equal(partialAcceptParams(item, 0), null);
   assert.equal(partialAcceptParams({ insertText: { kind: 'snippet', value: 'ab' } }, 5).acceptedLength, 2);
+});
+
+test('retriggerFor: only for the document and place the cursor is at, with no selection', () => {
+  const p = { textDocument: { uri: 'file:///a.py' }, position: { line: 3, character: 8 } };
+  assert.equal(retriggerFor(p, 'file:///a.py', { line: 3, character: 8 }, true), true);
+  assert.equal(retriggerFor(p, 'file:///b.py', { line: 3, character: 8 }, true), false);
+  assert.equal(retriggerFor(p, 'file:///a.py', { line: 3, character: 9 }, true), false);
+  assert.equal(retriggerFor(p, 'file:///a.py', { line: 3, character: 8 }, false), false);
+  assert.equal(retriggerFor(undefined, 'file:///a.py', { line: 3, character: 8 }, true), false);
 });

@@ -14,6 +14,8 @@ local NAME = 'quickcode'
 local augroup = vim.api.nvim_create_augroup('quickcode', { clear = true })
 local buf_augroup = vim.api.nvim_create_augroup('quickcode.buffer', { clear = true })
 local STATUS_NOTIFICATION = '$/quickcode/status'
+--- the ghost text shown was the settled part of a line still being written; the rest is in: ask again
+local MORE_NOTIFICATION = '$/quickcode/moreText'
 
 ---@class quickcode.Config
 local defaults = {
@@ -111,6 +113,9 @@ local function lsp_config()
       [STATUS_NOTIFICATION] = function(_, result)
         M.status = result
         vim.api.nvim_exec_autocmds('User', { pattern = 'QuickcodeStatus', modeline = false, data = result })
+      end,
+      [MORE_NOTIFICATION] = function(_, result)
+        vim.schedule(function() M._more_text(result) end)
       end,
     },
   }
@@ -243,6 +248,17 @@ function M.dismiss(bufnr)
   if bufnr and bufnr ~= 0 then b = bufnr end
   vim.lsp.inline_completion.enable(false, { bufnr = b })
   vim.lsp.inline_completion.enable(true, { bufnr = b })
+end
+
+--- `$/quickcode/moreText`: ask again if the cursor is still where that ghost text was shown (insert mode).
+function M._more_text(params)
+  if M.mode() ~= 'inline' or not params or not params.position or not params.textDocument then return end
+  if not vim.api.nvim_get_mode().mode:match('^i') then return end
+  if vim.uri_from_bufnr(0) ~= params.textDocument.uri then return end
+  local client = vim.lsp.get_clients({ name = NAME, bufnr = 0 })[1]
+  if not client then return end
+  local here = vim.lsp.util.make_position_params(0, client.offset_encoding).position
+  if here.line == params.position.line and here.character == params.position.character then M.trigger() end
 end
 
 --- Ask now: inline (invoked trigger) or open the completion menu.
