@@ -161,15 +161,11 @@ def cut(raw: str, sh: Shape, finished: bool) -> tuple[str, bool]:
 
 
 def early(raw: str, sh: Shape) -> str:
-    """What a stream still being written can show already (its patience is spent): a block's complete
-    lines; else the first line up to its last settled word — the word being written may still grow, and a
-    ghost text must only ever grow by what the user types through, never change under them."""
+    """What a stream still being written can show already (its patience is spent): its complete lines and
+    the settled words of the line being written — the word being written may still grow, and a ghost text
+    must only ever grow by what the user types through, never change under them."""
     text, final = cut(raw, sh, finished=False)
     if final:
         return text
-    if sh.multiline and text:
-        return text
-    first = raw.split("\n", 1)[0]
-    settled = first if "\n" in raw else _WORD_TAIL.sub("", first)
-    text, _ = cut(settled, replace(sh, multiline=False, max_lines=1), finished=False)
-    return text
+    head, nl, last = raw.rpartition("\n")
+    return cut(head + nl + _WORD_TAIL.sub("", last), sh, finished=True)[0]
