@@ -234,7 +234,7 @@ class Completer:
             self.stats.served_inflight += 1
         self._mark_shown(flight.rid)
         if not final:
-            flight.extra["grow"] = (uri, offset, snapshot, typed, sh)   # tell the editor once the rest is in
+            flight.extra["grow"] = (uri, offset, snapshot, typed, sh, text)   # tell the editor once the rest is in
         self._release(flight)
         return self._show(doc, ctx, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
                           "network" if launched else "inflight", t0)
@@ -351,17 +351,19 @@ class Completer:
         return (self.cfg.block_patience_ms if sh.multiline else self.cfg.line_patience_ms) or self.cfg.deadline_ms
 
     def _more_ready(self, flight: Flight) -> None:
-        """Text shown early (its settled part) is now complete: if the document is still as it was shown,
-        the editor is told, and asks again (the answer comes from this flight or the cache)."""
-        uri, offset, snapshot, typed, sh = flight.extra["grow"]
+        """Text shown early (its settled part) is now complete: if the document is still as it was shown and
+        the whole text extends what was shown, the editor is told, and asks again (the answer comes from this
+        flight or the cache). A line that turned out to loop is not announced: the ghost text stays as it is."""
+        uri, offset, snapshot, typed, sh, shown = flight.extra["grow"]
         doc = self.docs.get(uri)
         if doc is None or doc.text is not snapshot:
             del flight.extra["grow"]                 # the user moved on: the editor asks by itself
             return
-        if not postprocess.cut(flight.streamed[typed:], sh, flight.finished)[1]:
+        text, final = postprocess.cut(flight.streamed[typed:], sh, flight.finished)
+        if not final:
             return
         del flight.extra["grow"]
-        if self.on_more is not None:
+        if self.on_more is not None and len(text) > len(shown) and text.startswith(shown):
             self.on_more(uri, offset)
 
     def _enough(self, flight: Flight) -> bool:

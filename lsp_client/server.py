@@ -15,6 +15,7 @@ import sys
 
 from lsprotocol import types as T
 from pygls.lsp.server import LanguageServer
+from pygls.workspace.text_document import ServerTextPosition
 
 from lsp_client.channel import Channel
 from lsp_client.completer import Completer
@@ -54,7 +55,10 @@ class QuickcodeServer(LanguageServer):
         """The suggestion shown at `offset` was its settled part; the rest is in now: the editor re-asks
         there (our VS Code and Neovim integrations do; other editors ask again on the next keystroke)."""
         try:
-            pos = self.workspace.get_text_document(uri).client_position_at_offset(offset)
+            doc = self.workspace.get_text_document(uri)
+            text = doc.source        # (pygls' client_position_at_offset is one line off at the end of a file)
+            line = text.count("\n", 0, offset)
+            pos = doc.position_to_client_units(ServerTextPosition(line, offset - (text.rfind("\n", 0, offset) + 1)))
             self.protocol.notify(MORE_NOTIFICATION, {"textDocument": {"uri": uri},
                                                      "position": {"line": pos.line, "character": pos.character}})
         except Exception:  # the document closed meanwhile, or no client attached

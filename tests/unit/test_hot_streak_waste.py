@@ -167,3 +167,19 @@ async def test_no_more_text_notice_once_the_user_moved_on():
     chan.feed(rid, 100)
     await _settle()
     assert more == []
+
+
+async def test_a_line_that_turns_out_to_loop_is_not_announced():
+    c, chan, now = _completer("a + a + a + a + a + a + a\n")
+    more: list = []
+    c.on_more = lambda uri, offset: more.append(offset)
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
+    chan.feed(rid, 8)                                  # "a + a + ": its settled words are shown
+    s = await asyncio.wait_for(ask, 1)
+    assert s is not None and s.text == "a + a +"
+    chan.feed(rid, 100)                                # the whole line is a loop: nothing better to show
+    await _settle()
+    assert more == []
