@@ -128,17 +128,24 @@ async def test_without_line_patience_a_line_shows_only_once_final():
     assert s is not None and s.text == "compute_total(values, weights)"
 
 
-async def test_text_shown_early_tells_the_editor_once_the_rest_is_in_and_the_next_ask_gets_it_whole():
-    c, chan, now = _completer("compute_total(values, weights)\n    return total\n")
+async def _shown_early(plan: str, fed: int):
+    """Ask with `plan` streaming; feed `fed` characters once the patience is spent: (completer, channel, request
+    id, the moreText notices, what was shown)."""
+    c, chan, now = _completer(plan)
     more: list[tuple[str, int]] = []
     c.on_more = lambda uri, offset: more.append((uri, offset))
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))
     now[0] += c.cfg.line_patience_ms / 1000 + 0.01
-    chan.feed(rid, 19)                                 # "compute_total(value", the patience spent
+    chan.feed(rid, fed)
     s = await asyncio.wait_for(ask, 1)
-    assert s is not None and s.text == "compute_total("
+    return c, chan, rid, more, s
+
+
+async def test_text_shown_early_tells_the_editor_once_the_rest_is_in_and_the_next_ask_gets_it_whole():
+    c, chan, rid, more, s = await _shown_early("compute_total(values, weights)\n    return total\n", 19)
+    assert s is not None and s.text == "compute_total("    # "compute_total(value": the patience spent
     chan.feed(rid, 5)                                  # the line goes on: nothing new to tell yet
     await _settle()
     assert more == []
@@ -153,15 +160,8 @@ async def test_text_shown_early_tells_the_editor_once_the_rest_is_in_and_the_nex
 
 
 async def test_no_more_text_notice_once_the_user_moved_on():
-    c, chan, now = _completer("compute_total(values, weights)\n")
-    more: list = []
-    c.on_more = lambda uri, offset: more.append(offset)
-    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
-    await _settle()
-    rid = next(iter(chan.msgs))
-    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
-    chan.feed(rid, 19)
-    assert (await asyncio.wait_for(ask, 1)).text == "compute_total("
+    c, chan, rid, more, s = await _shown_early("compute_total(values, weights)\n", 19)
+    assert s is not None and s.text == "compute_total("
     text = BEFORE + "comp"                             # typed on, through the ghost text: the editor asks by itself
     c.on_change(URI, text, len(text))
     chan.feed(rid, 100)
@@ -170,16 +170,8 @@ async def test_no_more_text_notice_once_the_user_moved_on():
 
 
 async def test_a_line_that_turns_out_to_loop_is_not_announced():
-    c, chan, now = _completer("a + a + a + a + a + a + a\n")
-    more: list = []
-    c.on_more = lambda uri, offset: more.append(offset)
-    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
-    await _settle()
-    rid = next(iter(chan.msgs))
-    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
-    chan.feed(rid, 8)                                  # "a + a + ": its settled words are shown
-    s = await asyncio.wait_for(ask, 1)
-    assert s is not None and s.text == "a + a +"
+    c, chan, rid, more, s = await _shown_early("a + a + a + a + a + a + a\n", 8)
+    assert s is not None and s.text == "a + a +"           # "a + a + ": its settled words are shown
     chan.feed(rid, 100)                                # the whole line is a loop: nothing better to show
     await _settle()
     assert more == []
