@@ -407,8 +407,9 @@ class Completer:
         """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed,
         final).
         Once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
-        written shows what is settled — a block's complete lines, else the first line's complete words: on a
-        slow engine the pause may end before the line does, and text shown is text not generated in vain.
+        written shows what is settled (postprocess.early: complete lines and the complete words of the line
+        being written): on a slow engine the pause may end before the line does, and text shown is text not
+        generated in vain.
         The rest streams on into the flight, for the keystrokes that type through it."""
         deadline = t0 + self.cfg.deadline_ms / 1000
         patience = min(deadline, t0 + self._patience_ms(sh) / 1000)

@@ -9,7 +9,7 @@ can be stopped early (the rest of the generation is cancelled on the backend).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from lsp_client.context import Context
 
