@@ -130,22 +130,25 @@ async def long_running_prefix(c: Client, url: str, start: int) -> tuple[str, flo
     """A prefix whose greedy generation runs the whole of LONG (the model may decide a file ends there and stop
     early: then the next candidate), and how long the engine takes for it when nobody interrupts (greedy:
     repeatable, so the request under test runs at least as long)."""
+    sightings = 0
     for k in range(8):
         prefix, rid = code(3000, start + 2111 * k), f"control{k}"
         t0 = await c.complete(rid, prefix, **LONG)
         await c.first(rid)
         steps = metrics(url)["quickcode_engine_steps_total"]
-        for _ in range(100):  # the idle-engine check can see a request that runs: steps advance, running ≥ 1
+        seen_running = False   # the idle-engine check can see a request that runs: steps advance, running ≥ 1
+        while not seen_running and not any(f["kind"] in ("done", "error") for f in c.frames[rid]):
             await asyncio.sleep(0.05)
             m = metrics(url)
-            if m["quickcode_engine_steps_total"] > steps:
-                break
+            seen_running = m["quickcode_engine_steps_total"] > steps and m["quickcode_engine_running"] >= 1
+        sightings += seen_running
         done = await c.terminal(rid)
         assert done["kind"] == "done", done
-        if done["finish_reason"] == "length":
-            assert m["quickcode_engine_steps_total"] > steps and m["quickcode_engine_running"] >= 1
+        # the engine's gauges come from its last step; a request may end between two polls: then the next one
+        if done["finish_reason"] == "length" and seen_running:
             assert done["timing"]["output_tokens"] == 256
             return prefix, time.perf_counter() - t0
+    assert sightings, "/metrics never showed a running request while one generated"
     pytest.fail("no candidate prefix ran to max_tokens")
 
 
