@@ -158,6 +158,10 @@ async def test_a_superseded_request_is_aborted_in_the_engine(backend):
     await wait_engine_idle(backend.http_url)
     t0 = await c.complete("old", prefix, **LONG)
     await c.first("old")
+    for _ in range(40):                                 # the gauge is the engine's last step: give it one
+        if metrics(backend.http_url)["quickcode_engine_running"] >= 1:
+            break
+        await asyncio.sleep(0.05)
     assert metrics(backend.http_url)["quickcode_engine_running"] >= 1
     await c.complete("new", prefix + "\n", max_tokens=1)
     old_done = await c.terminal("old", 10)
