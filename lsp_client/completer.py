@@ -27,7 +27,7 @@ from lsp_client import postprocess
 from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel, Lost, Stream, Unavailable
 from lsp_client.config import ClientConfig
-from lsp_client.context import Context, build
+from lsp_client.context import Context, build, first_window_end
 from lsp_client.debounce import AdaptiveDebounce, place
 from lsp_client.inflight import Fit, Flight, Inflight
 from lsp_client.predictor import AcceptancePredictor, features
@@ -57,6 +57,7 @@ class _Doc:
     text: str = ""
     generation: int = 0              # bumped by every editor request: an older waiting request gives up
     last_cursor: int | None = None
+    warmed_start: int | None = None  # the next prefix window's start, once prefilled ahead of its move
 
 
 @dataclass
@@ -140,15 +141,16 @@ class Completer:
         if self.cfg.snippets:
             self.neighbours.touch(uri, path, language, text)
         if self.cfg.warmup and self.cfg.language_enabled(language):
-            self._warmup(self.docs[uri], 0)
+            self._warmup(self.docs[uri], first_window_end(text, self.cfg.prefix_max_chars))
 
     def on_change(self, uri: str, text: str, edit_offset: int | None = None) -> None:
         """A keystroke (or any edit): cancel the requests the document has moved away from."""
         doc = self.docs.get(uri)
         if doc is None:
             return
-        jumped = (edit_offset is not None and doc.last_cursor is not None
-                  and abs(text.count("\n", 0, edit_offset) - doc.text.count("\n", 0, doc.last_cursor)) > 30)
+        # the first edit shows where the cursor is (an editor does not say on open), or it jumped far away
+        jumped = edit_offset is not None and (doc.last_cursor is None or abs(
+            text.count("\n", 0, edit_offset) - doc.text.count("\n", 0, doc.last_cursor)) > 30)
         doc.text = text
         where = None if edit_offset is None else place(text[text.rfind("\n", 0, edit_offset) + 1:edit_offset])
         self.debounce.keystroke(self.clock() * 1000, where)
@@ -159,7 +161,7 @@ class Completer:
         if self.cfg.snippets:
             self.neighbours.touch(uri, doc.path, doc.language, text)   # cheap: indexed lazily, when another file asks
         if jumped and self.cfg.warmup and self.cfg.language_enabled(doc.language):
-            self._warmup(doc, edit_offset)       # the cursor jumped far: warm the KV cache for the new place
+            self._warmup(doc, edit_offset)       # a new place: warm the KV cache there
         if edit_offset is not None:
             doc.last_cursor = edit_offset
 
@@ -219,6 +221,7 @@ class Completer:
                 if flight is None:
                     return None              # backend unreachable: answer empty, at once
                 flight.extra.update(waited_ms=round(wait_ms, 1), place=where)
+                self._warm_next_window(doc, offset, ctx)
         try:
             text, typed, final = await self._wait_for_text(flight, ctx, sh, t0)
         except asyncio.CancelledError:
@@ -240,10 +243,10 @@ class Completer:
                           "network" if launched else "inflight", t0)
 
     # ── pieces
-    def _context(self, doc: _Doc, offset: int, text: str | None = None) -> Context:
+    def _context(self, doc: _Doc, offset: int, text: str | None = None, prefix_max_chars: int | None = None) -> Context:
         return build(doc.text if text is None else text, offset, doc.language, doc.path,
-                     prefix_max_chars=self.cfg.prefix_max_chars, suffix_max_chars=self.cfg.suffix_max_chars,
-                     quantum=self.cfg.window_quantum_lines)
+                     prefix_max_chars=prefix_max_chars or self.cfg.prefix_max_chars,
+                     suffix_max_chars=self.cfg.suffix_max_chars, quantum=self.cfg.window_quantum_lines)
 
     def _from_cache(self, doc: _Doc, ctx: Context, sh, t0: float) -> Suggestion | None | bool:
         """A suggestion from the cache; NOTHING when the cache knows this place has nothing to show (the
@@ -496,9 +499,22 @@ class Completer:
             self._snippet_memo[key] = memo
         return memo
 
-    def _warmup(self, doc: _Doc, offset: int) -> None:
-        if self._launch(doc, self._context(doc, offset), priority=Priority.PREFETCH, prefill_only=True) is not None:
+    def _warmup(self, doc: _Doc, offset: int, ctx: Context | None = None) -> None:
+        ctx = ctx or self._context(doc, offset)
+        if self._launch(doc, ctx, priority=Priority.PREFETCH, prefill_only=True) is not None:
             self.stats.warmups += 1
+
+    def _warm_next_window(self, doc: _Doc, offset: int, ctx: Context) -> None:
+        """Within `window_warm_chars` of the prefix window's next move (its start steps down by
+        `window_quantum_lines` once the prefix outgrows `prefix_max_chars`), prefill the window it will move
+        to, once: the first prompt after the move then finds its head in the engine's prefix cache instead of
+        prefilling all of it while the user waits (~400 ms on the embedded default)."""
+        if not self.cfg.warmup or self.cfg.window_warm_chars <= 0:
+            return
+        soon = self._context(doc, offset, prefix_max_chars=max(1, self.cfg.prefix_max_chars - self.cfg.window_warm_chars))
+        if soon.prefix_start != ctx.prefix_start and soon.prefix_start != doc.warmed_start:
+            doc.warmed_start = soon.prefix_start
+            self._warmup(doc, offset, soon)
 
     def _prefetch_after_accept(self, shown: Shown) -> None:
         """Ask for the continuation at prefetch priority, on the document as it is once the accept applied."""

@@ -37,6 +37,7 @@ class ClientConfig:
     prefix_max_chars: int = 3000        # ~800 tokens
     suffix_max_chars: int = 800
     window_quantum_lines: int = 16      # windows move in steps of this many lines (stable prompts)
+    window_warm_chars: int = 400        # this close to a window move, its next window is prefilled (0: never)
     snippets: bool = True
     snippet_max: int = 2
     snippet_lines: int = 16
@@ -48,7 +49,7 @@ class ClientConfig:
     cancel_stale: bool = True
     max_inflight_per_doc: int = 2
     prefetch: bool = True
-    warmup: bool = True                 # prefill-only request on open / cursor jump (KV warm-up)
+    warmup: bool = True                 # prefill-only request on open, first edit, cursor jump, window move
     predictor: bool = True
     predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1

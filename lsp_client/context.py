@@ -52,6 +52,16 @@ def prefix_start(text: str, cursor: int, max_chars: int, quantum: int) -> int:
     return start
 
 
+def first_window_end(text: str, max_chars: int) -> int:
+    """Where to warm a document just opened (the editor does not say where its cursor is): the end of the last
+    line that fits the first prefix window. Every cursor inside that window then finds its prompt's head in
+    the engine's prefix cache; a short file is warmed whole."""
+    if len(text) <= max_chars:
+        return len(text)
+    end = text.rfind("\n", 0, max_chars + 1)
+    return end if end > 0 else max_chars
+
+
 def suffix_end(text: str, cursor: int, max_chars: int, max_lines: int = 60) -> int:
     """End of the suffix window: whole lines after the cursor line, counted from the cursor line so the
     window does not move while the user types within a line."""

@@ -294,11 +294,12 @@ def _field(o, name: str):
 
 
 def _indent_at(text: str, i: int) -> str:
-    """The spaces and tabs that start `text`'s line at offset `i` (none if the line is blank)."""
+    """The spaces and tabs that start `text`'s line at offset `i` (none if the line is blank; all of them if the
+    text ends inside them: a typed segment cut off in the indentation — the editor indents that line too)."""
     j = i
     while j < len(text) and text[j] in " \t":
         j += 1
-    return text[i:j] if j < len(text) and text[j] != "\n" else ""
+    return text[i:j] if j == len(text) or text[j] != "\n" else ""
 
 
 def lsp_command() -> list[str]:

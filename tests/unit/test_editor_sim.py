@@ -6,3 +6,10 @@ def test_enter_brings_the_next_lines_indentation_and_nothing_on_a_blank_line():
     text = "def f(x):\n    if x:\n\t\treturn 1\n\n   \nend"
     after_each_newline = [_indent_at(text, i + 1) for i, ch in enumerate(text) if ch == "\n"]
     assert after_each_newline == ["    ", "\t\t", "", "", ""]
+
+
+def test_a_segment_cut_off_in_the_indentation_is_indented_by_enter_not_typed_space_by_space():
+    """The typed segment ends after a newline and some of the next line's indentation: Enter brings it (typing it
+    key by key would teach the client that people type fast at line starts)."""
+    assert _indent_at("        else:\n          ", len("        else:\n")) == "          "
+    assert _indent_at("x\n", 2) == ""
