@@ -238,6 +238,8 @@ class Completer:
         self._mark_shown(flight.rid)
         if not final:
             flight.extra["grow"] = (uri, offset, snapshot, typed, sh, text)   # tell the editor once the rest is in
+        elif self.cfg.cache:
+            self.cache.put(ctx.prefix, ctx.suffix_head, text, flight.rid)   # typing through it: served from here
         self._release(flight)
         return self._show(doc, ctx, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
                           "network" if launched else "inflight", t0)

@@ -175,3 +175,21 @@ async def test_a_line_that_turns_out_to_loop_is_not_announced():
     chan.feed(rid, 100)                                # the whole line is a loop: nothing better to show
     await _settle()
     assert more == []
+
+
+async def test_typing_through_a_shown_line_is_a_cache_hit_while_its_generation_streams_on():
+    """A suggestion shown final goes into the prefix cache at once (item 3: typing through a shown completion
+    is served with no request), not only when its generation ends."""
+    c, chan, _ = _completer("a + b\n    return total\n\n\nfor i in range(10):\n")
+    ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
+    await _settle()
+    rid = next(iter(chan.msgs))
+    chan.feed(rid, 6)
+    assert (await ask).text == "a + b"
+    await _settle()
+    assert rid in chan.running()                       # the hot-streak lines are still coming
+    text = BEFORE + "a "
+    c.on_change(URI, text, len(text))
+    s = await c.complete(URI, len(text), explicit=True)
+    assert s is not None and s.text == "+ b" and s.source == "cache"
+    assert len(chan.msgs) == 1 and rid in chan.running()
