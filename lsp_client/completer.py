@@ -221,7 +221,6 @@ class Completer:
                 if flight is None:
                     return None              # backend unreachable: answer empty, at once
                 flight.extra.update(waited_ms=round(wait_ms, 1), place=where)
-                self._warm_next_window(doc, offset, ctx)
         try:
             text, typed, final = await self._wait_for_text(flight, ctx, sh, t0)
         except asyncio.CancelledError:
@@ -337,6 +336,8 @@ class Completer:
                     self.debounce.latency((stream.t_first - stream.t_sent) * 1000)
             self._waterfall(flight, stream)
             self._notify(flight)
+            if not flight.prefetch:
+                self._warm_next_window(flight.uri)   # the engine is free of this user's request now
 
     def _note_showable(self, flight: Flight, finished: bool) -> None:
         """Measure how long after sending a request it has text to show — final, or settled words once the
@@ -506,15 +507,19 @@ class Completer:
         if self._launch(doc, ctx, priority=Priority.PREFETCH, prefill_only=True) is not None:
             self.stats.warmups += 1
 
-    def _warm_next_window(self, doc: _Doc, offset: int, ctx: Context) -> None:
+    def _warm_next_window(self, uri: str) -> None:
         """Within `window_warm_chars` of the prefix window's next move (its start steps down by
         `window_quantum_lines` once the prefix outgrows `prefix_max_chars`), prefill the window it will move
         to, once: the first prompt after the move then finds its head in the engine's prefix cache instead of
-        prefilling all of it while the user waits (~400 ms on the embedded default)."""
-        if not self.cfg.warmup or self.cfg.window_warm_chars <= 0:
+        prefilling all of it while the user waits (~400 ms on the embedded default). Asked when one of the
+        user's requests ends: a prefetch sent beside it would wait for spare capacity and be superseded by the
+        next keystroke's request before it ran."""
+        doc = self.docs.get(uri)
+        if doc is None or doc.last_cursor is None or not self.cfg.warmup or self.cfg.window_warm_chars <= 0:
             return
+        offset = min(doc.last_cursor, len(doc.text))
         soon = self._context(doc, offset, prefix_max_chars=max(1, self.cfg.prefix_max_chars - self.cfg.window_warm_chars))
-        if soon.prefix_start != ctx.prefix_start and soon.prefix_start != doc.warmed_start:
+        if soon.prefix_start != doc.warmed_start and soon.prefix_start != self._context(doc, offset).prefix_start:
             doc.warmed_start = soon.prefix_start
             self._warmup(doc, offset, soon)
 

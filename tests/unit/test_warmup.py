@@ -74,15 +74,25 @@ async def test_a_window_about_to_move_is_prefilled_once_ahead_of_the_move():
     asked = asyncio.create_task(c.complete(URI, len(doc), explicit=True))
     for _ in range(10):
         await asyncio.sleep(0)
+    assert len(_warmups(chan)) == opened                # not beside the request: it would wait and be superseded
+    rid = next(r for r, m in chan.msgs.items() if not m.prefill_only)
+    chan.feed(rid, 1000)                                # the user's request ends: now the engine is free
+    await asyncio.wait_for(asyncio.shield(asked), 1)
+    for _ in range(10):
+        await asyncio.sleep(0)
     warm = _warmups(chan)[opened:]
     assert [w.prefix for w in warm] == [soon.prefix] and warm[0].priority is Priority.PREFETCH
     # the user types on: the prompt after the move starts where the warm-up did, and nothing is warmed twice
     typed = doc + "    more = 1\n" * 40
     moved = build(typed, len(typed), "python", "/t.py", prefix_max_chars=3000, suffix_max_chars=800, quantum=16)
     assert moved.prefix_start == soon.prefix_start and moved.prefix.startswith(soon.prefix)
-    asked.cancel()
     c.on_change(URI, doc + "    ", len(doc) + 4)
     again = asyncio.create_task(c.complete(URI, len(doc) + 4, explicit=True))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    for r, m in list(chan.msgs.items()):
+        if not m.prefill_only and r != rid:
+            chan.feed(r, 1000)
     for _ in range(10):
         await asyncio.sleep(0)
     assert len(_warmups(chan)) == opened + 1
@@ -96,6 +106,10 @@ async def test_no_window_warm_up_far_from_a_move_or_when_turned_off():
         c.on_open(URI, "/t.py", "python", doc)
         opened = len(_warmups(chan))
         asked = asyncio.create_task(c.complete(URI, len(doc), explicit=True))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        (rid,) = [r for r, m in chan.msgs.items() if not m.prefill_only]
+        chan.feed(rid, 1000)
         for _ in range(10):
             await asyncio.sleep(0)
         assert len(_warmups(chan)) == opened and len(chan.msgs) == opened + 1
