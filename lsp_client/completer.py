@@ -27,7 +27,7 @@ from lsp_client import postprocess
 from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel, Lost, Stream, Unavailable
 from lsp_client.config import ClientConfig
-from lsp_client.context import Context, build, first_window_end
+from lsp_client.context import Context, build, first_window_end, prefix_start
 from lsp_client.debounce import AdaptiveDebounce, place
 from lsp_client.inflight import Fit, Flight, Inflight
 from lsp_client.predictor import AcceptancePredictor, features
@@ -517,11 +517,12 @@ class Completer:
         doc = self.docs.get(uri)
         if doc is None or doc.last_cursor is None or not self.cfg.warmup or self.cfg.window_warm_chars <= 0:
             return
-        offset = min(doc.last_cursor, len(doc.text))
-        soon = self._context(doc, offset, prefix_max_chars=max(1, self.cfg.prefix_max_chars - self.cfg.window_warm_chars))
-        if soon.prefix_start != doc.warmed_start and soon.prefix_start != self._context(doc, offset).prefix_start:
-            doc.warmed_start = soon.prefix_start
-            self._warmup(doc, offset, soon)
+        offset, q = min(doc.last_cursor, len(doc.text)), self.cfg.window_quantum_lines
+        soon_max = max(1, self.cfg.prefix_max_chars - self.cfg.window_warm_chars)
+        soon = prefix_start(doc.text, offset, soon_max, q)
+        if soon not in (doc.warmed_start, prefix_start(doc.text, offset, self.cfg.prefix_max_chars, q)):
+            doc.warmed_start = soon
+            self._warmup(doc, offset, self._context(doc, offset, prefix_max_chars=soon_max))
 
     def _prefetch_after_accept(self, shown: Shown) -> None:
         """Ask for the continuation at prefetch priority, on the document as it is once the accept applied."""
