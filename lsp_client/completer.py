@@ -502,8 +502,8 @@ class Completer:
             self._snippet_memo[key] = memo
         return memo
 
-    def _warmup(self, doc: _Doc, offset: int, ctx: Context | None = None) -> None:
-        ctx = ctx or self._context(doc, offset)
+    def _warmup(self, doc: _Doc, offset: int, prefix_max_chars: int | None = None) -> None:
+        ctx = self._context(doc, offset, prefix_max_chars=prefix_max_chars)
         if self._launch(doc, ctx, priority=Priority.PREFETCH, prefill_only=True) is not None:
             self.stats.warmups += 1
 
@@ -522,7 +522,7 @@ class Completer:
         soon = prefix_start(doc.text, offset, soon_max, q)
         if soon not in (doc.warmed_start, prefix_start(doc.text, offset, self.cfg.prefix_max_chars, q)):
             doc.warmed_start = soon
-            self._warmup(doc, offset, self._context(doc, offset, prefix_max_chars=soon_max))
+            self._warmup(doc, offset, prefix_max_chars=soon_max)
 
     def _prefetch_after_accept(self, shown: Shown) -> None:
         """Ask for the continuation at prefetch priority, on the document as it is once the accept applied."""
