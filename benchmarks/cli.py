@@ -13,6 +13,8 @@ BENCHES = {
     "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM; tokenization"),
     "typing": ("benchmarks.typing", "replay typing through the real language server vs a naive baseline"),
     "draft": ("benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),
+    "quality": ("benchmarks.quality", "HumanEval single-line infilling (exact, pass@1), idiom lines, top-1, typing: "
+                                      "old vs current models"),
 }
 
 

@@ -242,17 +242,18 @@ def serving_fim_policy() -> str:
 
 
 def heldout_windows(model_dir: Path, data_dir: Path | None, seq_len: int, n_windows: int,
-                    batch_size: int = 8) -> list[torch.Tensor]:
+                    batch_size: int = 8, docs: list[Document] | None = None) -> list[torch.Tensor]:
     """Fixed held-out windows (plain text) for loss and top-1: the data dir's heldout.bin when it belongs to
-    the model, else the provenance's held-out documents tokenized here."""
+    the model, else the provenance's held-out documents (or `docs`, e.g. those several models all held out)
+    tokenized here."""
     from draft_model.train import Windows
 
-    if data_matches(model_dir, data_dir) and (Path(data_dir) / "heldout.bin").exists():
+    if docs is None and data_matches(model_dir, data_dir) and (Path(data_dir) / "heldout.bin").exists():
         if len(load_bin(Path(data_dir) / "heldout.bin")) > seq_len + 1:
             return Windows(Path(data_dir) / "heldout.bin", seq_len, 0).fixed(n_windows, batch_size)
     tok = tokmod.load(Path(model_dir))
     eot = tok.token_to_id(template_names(model_dir)["eot_token"])
-    ids = [i for d in heldout_docs(model_dir, None) for i in [*tok.encode(d.text).ids, eot]]
+    ids = [i for d in (docs if docs is not None else heldout_docs(model_dir, None)) for i in [*tok.encode(d.text).ids, eot]]
     arr = np.asarray(ids, dtype=np.int64)
     rng = np.random.default_rng(1234)
     out = []
@@ -580,3 +581,4 @@ def headline(result: dict) -> dict:
                     "cost_ratio": round(result["cost_ratio"], 4),
                     "expected_speedup_k5": round(k5["expected_speedup"], 3)})
     return out
+

@@ -1,0 +1,84 @@
+"""`quickcode bench quality`'s own logic: the HumanEval single-line tasks, scoring, test execution, intervals."""
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.quality import (TestsRunner, cluster_bootstrap, exact_line, load_problems, session_bootstrap,
+                                single_line_tasks, subset, typing_share, wilson)
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return load_problems()
+
+
+@pytest.fixture(scope="module")
+def tasks(problems):
+    return single_line_tasks(problems)
+
+
+def test_every_non_blank_solution_line_is_one_task(problems, tasks):
+    assert len(problems) == 164 and len(tasks) == 1033          # the papers' count
+    assert len({t.task_id for t in tasks}) == len(tasks)
+    for t in tasks:
+        p = problems[t.problem]
+        assert t.line.strip() and "\n" not in t.line
+        # prefix + the removed line + the rest is the original program, character for character
+        assert t.prefix + t.line + "\n" + t.suffix == p["prompt"] + p["canonical_solution"]
+        assert t.prefix.endswith("\n")
+
+
+def test_exact_match_compares_the_first_generated_line_stripped():
+    assert exact_line("    return x + 1\n    y = 2", "        return x + 1")
+    assert exact_line("return x + 1  ", "    return x + 1")
+    assert not exact_line("\n    return x + 1", "    return x + 1")     # an empty first line is not the line
+    assert not exact_line("    return x+1", "    return x + 1")
+
+
+def test_tests_pass_for_the_canonical_line_and_fail_for_a_wrong_one(problems, tasks):
+    runner = TestsRunner(problems)
+    t = next(t for t in tasks if t.line.strip().startswith("return"))
+    assert runner.verdict(t.problem, t.solution_with(t.line)) == "passed"
+    assert runner.verdict(t.problem, t.solution_with(t.line.replace("return", "return None and"))) != "passed"
+    assert runner.executed == 2
+    # the same program again is not executed again; one that does not compile is never executed
+    assert runner.passed_all([(t.problem, t.solution_with(t.line)), (t.problem, t.solution_with("    return ("))]) \
+        == [True, False]
+    assert runner.executed == 2
+
+
+def test_a_program_that_loops_forever_times_out(problems, tasks):
+    runner = TestsRunner(problems, timeout_s=0.5)
+    t = [t for t in tasks if t.problem == "HumanEval/0"][-1]      # `    return False`, the last line
+    assert not t.suffix.strip()
+    indent = t.line[: len(t.line) - len(t.line.lstrip())]
+    assert runner.verdict(t.problem, t.solution_with(f"{indent}while True: pass")) == "timed out"
+
+
+def test_subset_is_fixed_by_the_seed_and_keeps_benchmark_order(tasks):
+    a, b = subset(tasks, 200, 0), subset(tasks, 200, 0)
+    assert a == b and len(a) == 200 and subset(tasks, 200, 1) != a
+    order = {t.task_id: i for i, t in enumerate(tasks)}
+    assert [order[t.task_id] for t in a] == sorted(order[t.task_id] for t in a)
+    assert subset(tasks, 0, 0) == tasks
+
+
+def test_wilson_interval():
+    lo, hi = wilson(3, 200)
+    assert 0.005 < lo < 0.0052 and 0.043 < hi < 0.0433
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+
+
+def test_cluster_bootstrap_pairs_arms_on_the_same_problems():
+    groups = ["a", "a", "b", "b", "c", "c"]
+    same = cluster_bootstrap(groups, {"x": [1, 0, 1, 0, 0, 0], "y": [1, 0, 1, 0, 0, 0]})
+    assert same["minus_first"]["y"] == [0.0, 0.0]                 # identical arms: no difference in any draw
+    better = cluster_bootstrap(groups, {"x": [0] * 6, "y": [1] * 6})
+    assert better["minus_first"]["y"] == [1.0, 1.0] and better["mean"]["x"] == [0.0, 0.0]
+
+
+def test_typing_share_and_its_interval():
+    rows = [{"chars": 100, "accepted_chars": 10}, {"chars": 100, "accepted_chars": 30}]
+    assert typing_share(rows) == 0.2
+    lo, hi = session_bootstrap(rows)
+    assert 0.1 <= lo <= 0.2 <= hi <= 0.3
