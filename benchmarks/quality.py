@@ -339,7 +339,7 @@ def typing_sessions(ws_url: str, n: int, chars: int, seed: int) -> dict:
         state = tempfile.mkdtemp(prefix="qc-quality-typing-")
         r = asyncio.run(typing_bench._session(ws_url, typing_bench.ARMS["ours"], seg, seed + i, 1.0, state))
         rows.append({"file": seg[0].name, "chars": len(seg[2]), "accepted_chars": r["accepted_chars"],
-                     "accepted": r["accepted"], "shown": r["shown"], "keystrokes": r["keystrokes"]})
+                     "accepted": r["accepted"], "keystrokes": r["keystrokes"]})
     return {"sessions": rows, "files": sorted({s[0].stem for s in segs})}
 
 
@@ -623,7 +623,7 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
             acc = sum(r["accepted_chars"] for r in t["sessions"])
             tot = sum(r["chars"] for r in t["sessions"])
             trows.append([a.name, len(t["sessions"]), tot, acc, f"{_pct(share)} {_ci(ci)}",
-                          sum(r["accepted"] for r in t["sessions"]), sum(r["shown"] for r in t["sessions"])])
+                          sum(r["accepted"] for r in t["sessions"]), sum(r["keystrokes"] for r in t["sessions"])])
             head_arms[a.name].update({"typing_accepted_share": round(share, 4), "typing_accepted_share_ci95": _r(ci)})
         elif "typing_error" in a.results:
             trows.append([a.name, "failed", a.results["typing_error"][:120], "", "", "", ""])
@@ -636,7 +636,7 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
                 f"{', '.join(files)}). 95 % interval by resampling whole sessions."
                 + (f" **Not held out by every model: {', '.join(leak)}.**" if leak else "") + "\n\n"
                 + md_table(["arm", "sessions", "characters", "accepted characters", "accepted share [95 % CI]",
-                            "accepted completions", "shown"], trows))
+                            "accepted completions", "keystrokes"], trows))
 
     head = {"humaneval_tasks": len(tasks), "humaneval_all": len(all_tasks), "arms": head_arms}
     for section in rep.sections:
