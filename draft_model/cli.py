@@ -14,7 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = msub.add_parser("prepare", help="corpus → tokenizer → packed FIM token bins")
     p.add_argument("--data", type=Path, default=Path("runs/data"))
     p.add_argument("--source", action="append", default=None,
-                   help="'stdlib' or a folder of code with a permissive LICENSE (repeatable)")
+                   help="'stdlib', 'site:<installed distribution>', 'pypi:<lock.tsv>' (e.g. "
+                        "pypi:draft_model/sources/pypi.tsv) or a folder with a permissive LICENSE (repeatable)")
     p.add_argument("--heldout-fraction", type=float, default=0.05)
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--chunk-chars", type=int, default=2000)
@@ -24,6 +25,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-docs", type=int, default=None, help="cap the corpus (tiny test runs)")
     p.add_argument("--tokenizer-from", type=Path, default=None,
                    help="a target's HF folder: use its tokenizer (and FIM template) instead of training BPE")
+    p.add_argument("--cache-dir", type=Path, default=Path("runs/cache"),
+                   help="downloads of pypi: sources (<cache-dir>/pypi/<sdist>, verified by the lock's sha256)")
+    p.add_argument("--decontaminate", type=Path, action="append", default=None,
+                   help="a JSONL of evaluation problems (prompt/text/canonical_solution/code) training must not "
+                        "share a 13-token run with (repeatable; HumanEval is always checked)")
+    p.add_argument("--workers", type=int, default=1, help="processes scanning sources (CPU-heavy: /work/bin/heavy)")
+    p.add_argument("--fim-cut", choices=("cursor", "legacy"), default="cursor",
+                   help="where FIM samples are cut: at editor cursor places, or the old half-random cuts")
+    p.add_argument("--tokenizer-chars", type=int, default=400_000_000,
+                   help="train BPE on a stable sample of at most this many characters")
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=_prepare)
 
@@ -131,7 +142,8 @@ def _prepare(args: argparse.Namespace) -> int:
     summary = prepare(args.data, args.source or ["stdlib"], heldout_fraction=args.heldout_fraction,
                       vocab_size=args.vocab, chunk_chars=args.chunk_chars, fim_rate=args.fim_rate,
                       spm_rate=args.spm_rate, passes=args.passes, max_docs=args.max_docs, force=args.force,
-                      tokenizer_from=args.tokenizer_from)
+                      tokenizer_from=args.tokenizer_from, cache_dir=args.cache_dir, decontaminate=args.decontaminate,
+                      workers=args.workers, fim_cut=args.fim_cut, tokenizer_chars=args.tokenizer_chars)
     print(json.dumps(summary))
     return 0
 

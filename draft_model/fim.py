@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +61,77 @@ def split_for_fim(text: str, rng: random.Random, spm_rate: float) -> FimSample:
     if rng.random() < 0.1:
         b = n  # nothing after the cursor: end-of-file completion
     return FimSample(text[:a], text[b:], text[a:b], order)
+
+
+# ── cursor places: where an editor asks for a completion ───────────────────────────────────────────────────────
+CURSOR_KINDS = {          # kind → share of FIM samples
+    "line_start": 0.30,   # after the indentation of a line (a new line in a block: the whole line is the middle)
+    "after_punct": 0.30,  # after `(`, `.`, `=`, `,`, `:`, `[`, `{` (and the space an editor types after some)
+    "mid_identifier": 0.25,  # inside a name being typed
+    "line_end": 0.15,     # at the end of a line: the next line(s) are the middle
+}
+_PUNCT = re.compile(r"[(.=,:\[{] ?")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_CLOSERS = re.compile(r"[)\]}'\":,]+$")
+
+
+def _cursor_places(text: str) -> dict[str, list[tuple[int, int]]]:
+    """{kind: [(cursor offset, index of its line)]} over `text`."""
+    places: dict[str, list[tuple[int, int]]] = {k: [] for k in CURSOR_KINDS}
+    start = 0
+    for i, line in enumerate(text.split("\n")):
+        body = line.lstrip(" \t")
+        if body:
+            ind = len(line) - len(body)
+            places["line_start"].append((start + ind, i))
+            places["line_end"].append((start + len(line), i))
+            for m in _PUNCT.finditer(line, ind):
+                if m.end() < len(line):
+                    places["after_punct"].append((start + m.end(), i))
+            for m in _IDENT.finditer(line, ind):
+                places["mid_identifier"].append((start + m.start() + 1, i))
+        start += len(line) + 1
+    return places
+
+
+def cursor_cut(text: str, rng: random.Random, spm_rate: float, eof_rate: float = 0.05) -> FimSample:
+    """A fill-in-the-middle sample cut where an editor's cursor is (CURSOR_KINDS), with the middle an editor
+    asks for: mostly the rest of the line (sometimes without the brackets and quotes an editor closed itself),
+    else a short block of following lines; the suffix is the rest of the text (none with `eof_rate`: the end of
+    a file). The prefix is token-healed as the backend heals it (backend/fim.py `heal`): a prefix never ends in a
+    space, the middle starts with it, so training sees the token boundaries serving shows the model."""
+    from backend.fim import heal
+
+    order = "spm" if rng.random() < spm_rate else "psm"
+    places = _cursor_places(text)
+    kinds = [k for k in CURSOR_KINDS if places[k]]
+    if not kinds:
+        return FimSample("", "", text, order)
+    kind = rng.choices(kinds, weights=[CURSOR_KINDS[k] for k in kinds])[0]
+    a, i = rng.choice(places[kind])
+    if kind == "mid_identifier":  # anywhere inside the name, not only after its first character
+        m = _IDENT.match(text, a - 1)
+        a = rng.randrange(a, m.end()) if m and m.end() > a else a
+    lines = text.split("\n")
+    line_end = a + len(text[a:].split("\n", 1)[0])
+    r = rng.random()
+    if kind == "line_end" or r >= 0.7:  # a short block: this line's rest and up to 5 more lines of its block
+        ind = len(lines[i]) - len(lines[i].lstrip(" \t"))
+        b = line_end
+        for j in range(i + 1, min(len(lines), i + 1 + rng.randint(1, 5))):
+            body = lines[j].lstrip(" \t")
+            if body and len(lines[j]) - len(body) < ind and not (kind == "line_end" and j == i + 1):
+                break  # the block ends (a dedent below the cursor's line); at a line end the next line is asked
+            b += 1 + len(lines[j])
+    else:
+        b = line_end
+        if r < 0.15:  # the editor closed the brackets/quotes: they are already in the suffix
+            closers = _CLOSERS.search(text[a:b])
+            if closers and closers.start() > 0:
+                b = a + closers.start()
+    suffix = "" if rng.random() < eof_rate else text[b:]
+    prefix, healed = heal(text[:a])
+    return FimSample(prefix, suffix, healed + text[a:b], order)
 
 
 DEFAULT_NAMES = {"prefix_token": FIM_PREFIX, "suffix_token": FIM_SUFFIX, "middle_token": FIM_MIDDLE,

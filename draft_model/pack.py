@@ -1,7 +1,8 @@
 """Documents → FIM-transformed samples → one packed stream of token ids per split (uint16 `.bin`).
 
 A sample is a chunk of a document (cut at line boundaries) that becomes, with probability `fim_rate`, a
-PSM/SPM fill-in-the-middle sample, else plain text; samples are joined by <|endoftext|>. Each FIM part is
+PSM/SPM fill-in-the-middle sample cut where an editor's cursor is (fim.cursor_cut), else plain text; samples are
+joined by <|endoftext|>. Each FIM part is
 tokenized on its own, exactly as the backend tokenizes prefix and suffix, so training sees the token
 boundaries inference will. `passes` re-cuts the training documents with fresh random splits.
 """
@@ -16,7 +17,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from draft_model.corpus import Document
-from draft_model.fim import DEFAULT_NAMES, FimSample, split_for_fim
+from draft_model.fim import DEFAULT_NAMES, FimSample, cursor_cut, split_for_fim
 
 
 def chunks(text: str, max_chars: int) -> list[str]:
@@ -33,10 +34,16 @@ def chunks(text: str, max_chars: int) -> list[str]:
 
 
 def fim_ids(tok: Tokenizer, s: FimSample, names: dict | None = None) -> list[int]:
+    pre, suf, mid = (tok.encode(x).ids for x in (s.prefix, s.suffix, s.middle))
+    return _fim_join(tok, s.order, pre, suf, mid, names)
+
+
+def _fim_join(tok: Tokenizer, order: str, pre: list[int], suf: list[int], mid: list[int],
+              names: dict | None = None) -> list[int]:
+    """The backend's prompt (backend/fim.py build_prompt) followed by the middle and end-of-text."""
     n = names or DEFAULT_NAMES
     tid = tok.token_to_id
-    pre, suf, mid = (tok.encode(x).ids for x in (s.prefix, s.suffix, s.middle))
-    if s.order == "spm":
+    if order == "spm":
         head = [tid(n["suffix_token"]), *suf, tid(n["prefix_token"]), *pre]
     else:
         head = [tid(n["prefix_token"]), *pre, tid(n["suffix_token"]), *suf]
@@ -47,33 +54,49 @@ def bin_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
 
 
+FIM_CUTS = {"cursor": cursor_cut, "legacy": split_for_fim}
+_BATCH = 2048  # texts per encode_batch: bounds the memory of the tokenizer's Encoding objects
+
+
 def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, fim_rate: float,
-         spm_rate: float, passes: int, seed: int, names: dict | None = None) -> int:
-    """Write `out` (uint16 token ids; uint32, noted in `<out>.json`, past 65,536 tokens); return the count."""
+         spm_rate: float, passes: int, seed: int, names: dict | None = None, fim_cut: str = "cursor") -> int:
+    """Write `out` (uint16 token ids; uint32, noted in `<out>.json`, past 65,536 tokens); return the count.
+    Samples are shuffled across documents; FIM cuts are `fim_cut` (FIM_CUTS)."""
     dtype = bin_dtype(tok.get_vocab_size())
     rng = random.Random(seed)
     eot = tok.token_to_id((names or DEFAULT_NAMES)["eot_token"])
-    parts: list[np.ndarray] = []
-    for p in range(passes):
-        pieces = [c for d in docs for c in chunks(d.text, chunk_chars)]
-        rng.shuffle(pieces)
-        plain: list[str] = []
-        fims: list[str] = []
-        for c in pieces:
-            (fims if rng.random() < fim_rate else plain).append(c)
-        for enc in tok.encode_batch(plain):
-            parts.append(np.asarray([*enc.ids, eot], dtype=dtype))
-        for c in tqdm(fims, desc=f"pack {out.name} pass {p + 1}/{passes}", unit="chunk", leave=False):
-            parts.append(np.asarray(fim_ids(tok, split_for_fim(c, rng, spm_rate), names), dtype=dtype))
-    arr = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    cut = FIM_CUTS[fim_cut]
     out.parent.mkdir(parents=True, exist_ok=True)
-    arr.tofile(out)
+    tmp = out.with_name(out.name + ".part")
+    total = 0
+    with open(tmp, "wb") as f:
+        for p in range(passes):
+            pieces = [c for d in docs for c in chunks(d.text, chunk_chars)]
+            rng.shuffle(pieces)
+            bar = tqdm(total=len(pieces), desc=f"pack {out.name} pass {p + 1}/{passes}", unit="chunk", leave=False)
+            for at in range(0, len(pieces), _BATCH):
+                batch = pieces[at:at + _BATCH]
+                fim = [cut(c, rng, spm_rate) if rng.random() < fim_rate else None for c in batch]
+                plain = [c for c, s in zip(batch, fim) if s is None]
+                samples = [s for s in fim if s is not None]
+                texts = plain + [x for s in samples for x in (s.prefix, s.suffix, s.middle)]
+                ids = [e.ids for e in tok.encode_batch(texts)]
+                seqs = [[*x, eot] for x in ids[:len(plain)]]
+                rest = ids[len(plain):]
+                seqs += [_fim_join(tok, s.order, *rest[3 * k:3 * k + 3], names) for k, s in enumerate(samples)]
+                rng.shuffle(seqs)  # plain and FIM samples interleaved, not in runs of each kind
+                arr = np.fromiter((t for q in seqs for t in q), dtype=dtype)
+                arr.tofile(f)
+                total += len(arr)
+                bar.update(len(batch))
+            bar.close()
+    tmp.replace(out)
     sidecar = out.with_name(out.name + ".json")
     if dtype != np.uint16:
         sidecar.write_text(json.dumps({"dtype": dtype.name}) + "\n")
     else:
         sidecar.unlink(missing_ok=True)
-    return int(len(arr))
+    return total
 
 
 def write_fim_eval(docs: list[Document], out: Path, n: int, seed: int) -> None:

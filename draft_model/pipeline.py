@@ -11,19 +11,28 @@ import sys
 import time
 from pathlib import Path
 
-from draft_model import corpus, fim, pack, tokenizer as tokmod
+from draft_model import corpus, dedup, fim, pack, tokenizer as tokmod
 from draft_model.configs import MODEL_SIZES, TrainProfile
 
 
 def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.05, vocab_size: int = 8192,
             chunk_chars: int = 2000, fim_rate: float = 0.7, spm_rate: float = 0.5, passes: int = 2,
             max_docs: int | None = None, force: bool = False, seed: int = 0,
-            tokenizer_from: Path | None = None) -> dict:
+            tokenizer_from: Path | None = None, cache_dir: Path | None = None,
+            decontaminate: list[Path] | None = None, humaneval: bool = True, workers: int = 1,
+            fim_cut: str = "cursor", tokenizer_chars: int = 400_000_000) -> dict:
     """`tokenizer_from`: a target's HF folder whose tokenizer (and FIM template) the data uses instead of a
-    freshly trained BPE — a draft for a real target must share the target's vocabulary."""
+    freshly trained BPE — a draft for a real target must share the target's vocabulary. `cache_dir`: where
+    PyPI sdists are kept (`pypi:` sources). Training files sharing a 13-token run with HumanEval (`humaneval`)
+    or with the problems of a `decontaminate` JSONL file are dropped. BPE is trained on at most
+    `tokenizer_chars` characters of training text (a stable sample of whole documents)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     if force or not (data_dir / "manifest.json").exists():
-        train, heldout, stats = corpus.collect(sources, heldout_fraction)
+        benchmarks = {"humaneval": dedup.humaneval_texts()} if humaneval else {}
+        for path in decontaminate or []:
+            benchmarks[Path(path).name.split(".")[0]] = dedup.jsonl_texts(Path(path))
+        train, heldout, stats = corpus.collect(sources, heldout_fraction, cache_dir=cache_dir,
+                                               benchmarks=benchmarks, workers=workers)
         if max_docs:
             train, heldout = train[:max_docs], heldout[: max(2, max_docs // 10)]
         corpus.write(data_dir, train, heldout, stats)
@@ -38,7 +47,7 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
         if tokenizer_from is not None:
             tokmod.copy_hf(tokenizer_from, tok_dir)
         else:
-            tok = tokmod.train_bpe((d.text for d in train), vocab_size)
+            tok = tokmod.train_bpe(tokmod.sample_texts((d.text for d in train), tokenizer_chars), vocab_size)
             tokmod.save_hf(tok, tok_dir, model_max_length=max(s.max_position_embeddings for s in MODEL_SIZES.values()))
     tok = tokmod.load(tok_dir)
     names = fim.template_names(tok_dir)
@@ -48,13 +57,16 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
         if force or not out.exists():
             # held-out is plain text (no FIM): its loss is the model's next-token quality
             pack.pack(tok, docs, out, chunk_chars=chunk_chars, fim_rate=fim_rate if split == "train" else 0.0,
-                      spm_rate=spm_rate, passes=passes_, seed=seed, names=names)
+                      spm_rate=spm_rate, passes=passes_, seed=seed, names=names, fim_cut=fim_cut)
         counts[split] = len(pack.load_bin(out))
     if force or not (data_dir / "heldout_fim.jsonl").exists():
         pack.write_fim_eval(heldout, data_dir / "heldout_fim.jsonl", n=400, seed=seed)
+    manifest = json.loads((data_dir / "manifest.json").read_text())
     summary = {"train_docs": len(train), "heldout_docs": len(heldout), "train_tokens": counts["train"],
                "heldout_tokens": counts["heldout"], "vocab_size": tok.get_vocab_size(),
-               "chars_per_token": round(sum(len(d.text) for d in heldout) / max(1, counts["heldout"]), 2)}
+               "chars_per_token": round(sum(len(d.text) for d in heldout) / max(1, counts["heldout"]), 2),
+               "train_chars": sum(len(d.text) for d in train), "sources": manifest.get("sources"),
+               "passes": passes, "fim_rate": fim_rate, "fim_cut": fim_cut}
     (data_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 

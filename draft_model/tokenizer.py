@@ -34,6 +34,17 @@ def train_bpe(texts: Iterable[str], vocab_size: int) -> Tokenizer:
     return tok
 
 
+def sample_texts(texts: Iterable[str], max_chars: int) -> Iterable[str]:
+    """A stable sample of whole texts of about `max_chars` in all: each kept with probability max_chars / total,
+    decided by its content's hash (the same texts give the same sample on any machine)."""
+    texts = list(texts)
+    total = sum(map(len, texts))
+    if total <= max_chars:
+        return texts
+    bar = int(max_chars / total * 2**32)
+    return [t for t in texts if int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) < bar]
+
+
 def save_hf(tok: Tokenizer, out_dir: Path, model_max_length: int) -> None:
     """tokenizer.json + tokenizer_config.json: what `AutoTokenizer.from_pretrained` (and vLLM) read."""
     out_dir.mkdir(parents=True, exist_ok=True)

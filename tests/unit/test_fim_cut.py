@@ -1,0 +1,83 @@
+"""Training FIM samples are cut where an editor's cursor is, and formatted as the backend prompts."""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+
+from draft_model.fim import CURSOR_KINDS, _cursor_places, cursor_cut
+
+CODE = '''import os
+
+
+class Store:
+    """Keeps values."""
+
+    def __init__(self, path, mode="r"):
+        self.path = os.path.join(path, "store.db")
+        self.items = {}
+
+    def get(self, key, default=None):
+        if key in self.items:
+            return self.items[key]
+        return default
+
+
+def main():
+    store = Store("/tmp")
+    print(store.get("a", 1))
+'''
+
+
+def _samples(n: int = 3000, seed: int = 0):
+    rng = random.Random(seed)
+    return [cursor_cut(CODE, rng, spm_rate=0.5) for _ in range(n)]
+
+
+def test_a_cut_reassembles_the_text_and_the_prefix_is_healed_as_the_backend_heals():
+    from backend.fim import heal
+
+    healed = 0
+    for s in _samples():
+        assert s.prefix + s.middle + s.suffix == CODE or (s.suffix == "" and CODE.startswith(s.prefix + s.middle))
+        cursor_prefix = s.prefix + (" " if s.middle.startswith(" ") else "")
+        assert heal(cursor_prefix)[0] == s.prefix      # the prompt's prefix is the one the backend sends
+        healed += cursor_prefix != s.prefix
+    assert healed > 100                                # after `= `, `, `, `return `... and indentation
+
+
+def test_cursor_places_are_editor_places_not_random_characters():
+    places = _cursor_places(CODE)
+    assert set(places) == set(CURSOR_KINDS)
+    lines = CODE.split("\n")
+    starts = [sum(len(x) + 1 for x in lines[:i]) for i in range(len(lines))]
+    for a, i in places["line_start"]:                   # after the indentation of a non-blank line
+        assert CODE[starts[i]:a].strip() == "" and CODE[a] not in " \n"
+    for a, i in places["after_punct"]:                  # after ( . = , : [ { (or the space after them)
+        assert re.search(r"[(.=,:\[{] ?$", CODE[starts[i]:a])
+    for a, i in places["line_end"]:
+        assert CODE[a] == "\n" and CODE[a - 1] != " "
+    for a, i in places["mid_identifier"]:
+        assert re.match(r"\w", CODE[a - 1]) and re.match(r"\w", CODE[a])
+
+
+def test_the_middle_is_mostly_the_rest_of_the_line_with_the_suffix_present():
+    samples = _samples()
+    in_line = [s for s in samples if "\n" not in s.middle]
+    assert len(in_line) / len(samples) > 0.5            # what inline completion asks for most
+    assert sum(s.suffix != "" for s in samples) / len(samples) > 0.8
+    rest_of_line = [s for s in in_line if s.suffix.startswith("\n")]
+    assert rest_of_line and all((s.prefix + s.middle).split("\n")[-1] in CODE.split("\n") for s in rest_of_line)
+    # sometimes the editor closed the brackets: the middle stops before them, the suffix starts with them
+    assert any(s.suffix[:1] in ")]}\"'" and "\n" not in s.middle for s in samples)
+    # and short blocks: whole following lines of the cursor's block
+    assert any(s.middle.count("\n") >= 2 for s in samples)
+
+
+def test_every_kind_occurs_and_both_orders_are_kept():
+    samples = _samples()
+    assert Counter(s.order for s in samples).keys() == {"psm", "spm"}
+    assert abs(sum(s.order == "spm" for s in samples) / len(samples) - 0.5) < 0.05
+    # a middle inside a name (mid_identifier) and a middle that is a whole indented line (line_start, healed)
+    assert any(re.search(r"\w$", s.prefix) and re.match(r"\w", s.middle) for s in samples)
+    assert any(s.prefix.endswith("\n       ") and s.middle.startswith(" return") for s in samples)
