@@ -15,6 +15,7 @@ BENCHES = {
     "draft": ("benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),
     "quality": ("benchmarks.quality", "HumanEval single-line infilling (exact, pass@1), idiom lines, top-1, typing: "
                                       "old vs current models"),
+    "tokenizer": ("benchmarks.tokenizer", "BPE vocabulary sizes: characters per token vs embedding cost"),
 }
 
 

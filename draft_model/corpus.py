@@ -86,7 +86,9 @@ class CorpusStats:
     too_small: int = 0
     excluded_path: int = 0              # test/vendored/generated folders, test files, protobuf output
     decontaminated: dict[str, int] = field(default_factory=dict)  # training files dropped, by evaluation set
+    decontaminated_files: list[str] = field(default_factory=list)   # "<evaluation set> <module> <path>"
     dropped_heldout_copy: int = 0       # training files copying a protected held-out file
+    heldout_copy_files: list[str] = field(default_factory=list)     # "<shared 13-grams> <module> <path>"
     dropped_heldout_near_dup: int = 0   # training files near-duplicating a held-out file
     refused_licence: dict[str, str] = field(default_factory=dict)
     licences: dict[str, int] = field(default_factory=dict)      # sources accepted, by licence
@@ -257,8 +259,12 @@ def _init_worker(bench: dict, protected) -> None:
 
 
 def scan(spec: tuple) -> tuple[str, str, dict, list[Candidate]]:
-    """One source: (name, licence, {drop reason: count}, kept candidates with their fingerprints)."""
-    name, licence, files = _files(spec)
+    """One source: (name, licence, {drop reason: count}, kept candidates with their fingerprints); an archive
+    that cannot be read is reported with the licence "unreadable: <error>" (refused, counted)."""
+    try:
+        name, licence, files = _files(spec)
+    except Exception as e:  # noqa: BLE001 — a broken archive must not end a run over thousands of them
+        return spec[-1], f"unreadable: {type(e).__name__}", {}, []
     counts: dict[str, int] = {}
     out: list[Candidate] = []
     if licence not in PERMISSIVE:
@@ -347,9 +353,11 @@ def collect(sources: list[str], heldout_fraction: float, *, cache_dir: Path | No
         if c.bench_hits:                                               # 2. evaluation sets
             for b in c.bench_hits:
                 stats.decontaminated[b] = stats.decontaminated.get(b, 0) + 1
+                stats.decontaminated_files.append(f"{b} {c.module} {c.path}")
             continue
         if c.protected_hits >= PROTECTED_MIN_HITS:                     # 3. copies of protected held-out files
             stats.dropped_heldout_copy += 1
+            stats.heldout_copy_files.append(f"{c.protected_hits} {c.module} {c.path}")
             continue
         m = sketcher.from_values(c.sketch)
         if held_lsh.query(m):                                          # 4. near-duplicates of held-out files

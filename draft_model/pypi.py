@@ -195,20 +195,21 @@ def read_sdist(path: Path, max_file_bytes: int) -> Sdist:
 
 # ── licences ──────────────────────────────────────────────────────────────────────────────────────────────────
 PERMISSIVE = {"PSF-2.0", "MIT", "BSD", "Apache-2.0", "ISC", "Unlicense", "Zlib", "HPND", "0BSD", "CC0-1.0",
-              "BSL-1.0", "MIT-0"}
+              "BSL-1.0", "MIT-0", "ZPL-2.1", "CNRI-Python", "TCL"}
 # (pattern over lower-cased text, id): the first match wins, so the copyleft and proprietary ones come first
 _DECLARED = [(re.compile(p), spdx) for p, spdx in (
     (r"\bagpl|affero", "AGPL"), (r"\blgpl|lesser general public|library general public", "LGPL"),
     (r"\bgpl|general public licen[cs]e", "GPL"), (r"\bmpl\b|mpl-|mozilla", "MPL"),
     (r"\beupl|european union public", "EUPL"), (r"\bepl\b|epl-|eclipse public", "EPL"),
     (r"\bcddl\b", "CDDL"), (r"\bsspl\b|server side public", "SSPL"), (r"business source", "BUSL"),
-    (r"proprietary|commercial|all rights reserved", "proprietary"), (r"cc-by-nc|noncommercial", "CC-BY-NC"),
+    (r"proprietary|commercial licen[cs]e", "proprietary"), (r"cc-by-nc|noncommercial", "CC-BY-NC"),
     (r"creative commons attribution", "CC-BY"), (r"\bartistic", "Artistic"),
     (r"\bapache", "Apache-2.0"), (r"\bmit-0\b", "MIT-0"), (r"\bmit\b|expat", "MIT"), (r"\b0bsd\b", "0BSD"),
     (r"\bbsd\b|bsd-|bsd licen", "BSD"), (r"\bisc\b|iscl", "ISC"),
-    (r"python software foundation|\bpsf\b|psf-", "PSF-2.0"), (r"unlicense", "Unlicense"),
+    (r"python software foundation|\bpsf\b|psf-|\bpython-2\.0\b", "PSF-2.0"), (r"unlicense", "Unlicense"),
     (r"\bzlib\b|zlib/libpng", "Zlib"), (r"\bhpnd\b|historical permission notice", "HPND"),
     (r"\bcc0\b|cc0-", "CC0-1.0"), (r"boost software|\bbsl-1", "BSL-1.0"),
+    (r"\bzpl\b|zpl-|zope public", "ZPL-2.1"), (r"\bcnri-python\b", "CNRI-Python"), (r"^tcl$", "TCL"),
     (r"public domain", "Unlicense"),
 )]
 # what a LICENSE file says, by a sentence of its text
@@ -227,12 +228,16 @@ _LICENCE_TEXT = [
 
 
 def _declared(text: str) -> str | None:
-    low = text.lower()
+    """The licence a metadata field names. A long field is the licence's whole text: it is recognised by its
+    sentences (a BSD text says "All rights reserved", an Apache text "commercial damages")."""
+    low = text.lower().strip()
+    if len(low) > 200:
+        for marker, spdx in _LICENCE_TEXT:
+            if marker.lower() in low:
+                return spdx
+        return None
     for pattern, spdx in _DECLARED:
         if pattern.search(low):
-            return spdx
-    for marker, spdx in _LICENCE_TEXT:   # a License field holding the whole licence text
-        if marker.lower() in low:
             return spdx
     return None
 

@@ -36,6 +36,16 @@ def _pkg_info(**fields) -> str:
     ({}, ["Redistribution and use in source and binary forms, with or without"], "BSD"),
     ({}, ["GNU GENERAL PUBLIC LICENSE\n Version 3"], "GPL"),
     ({}, [], "unknown"),
+    # a License field holding the whole text: BSD says "All rights reserved", Apache "commercial damages"
+    ({"License": "Copyright (c) 2001-2002 Enthought, Inc. 2003, SciPy Developers. All rights reserved. "
+                 "Redistribution and use in source and binary forms, with or without modification, are permitted "
+                 "provided that the following conditions are met: ..."}, [], "BSD"),
+    ({"License": "Apache License Version 2.0, January 2004 ... including but not limited to damages for loss of "
+                 "goodwill, work stoppage, computer failure or malfunction, or any and all other commercial damages "
+                 "or losses ... " + "x" * 100}, [], "Apache-2.0"),
+    ({"License_Expression": "Apache-2.0 AND Python-2.0"}, [], "Apache-2.0"),
+    ({"License_Expression": "ZPL-2.1"}, [], "ZPL-2.1"),
+    ({"Classifier": ["License :: Other/Proprietary License"]}, [], "proprietary"),
 ])
 def test_the_licence_of_an_sdist_comes_from_its_metadata_else_its_licence_file(fields, texts, want):
     assert licence_of(_pkg_info(**fields), texts) == want
