@@ -26,6 +26,8 @@ import ast
 import hashlib
 import json
 import multiprocessing
+import os
+import pickle
 import re
 import sysconfig
 import warnings
@@ -253,9 +255,39 @@ class Candidate:
 _INDEXES: dict = {}
 
 
-def _init_worker(bench: dict, protected) -> None:
+def _init_worker(bench: dict, protected, scan_cache: Path | None = None) -> None:
     _INDEXES["bench"], _INDEXES["protected"] = bench, protected
     _INDEXES["sketcher"] = dedup.Sketcher()
+    _INDEXES["scan_cache"] = scan_cache
+
+
+def _scan_key(bench: dict, protected) -> str:
+    """What a cached scan depends on: this code (corpus, dedup, pypi) and the decontamination indexes."""
+    h = hashlib.sha1()
+    for mod in ("corpus.py", "dedup.py", "pypi.py"):
+        h.update((Path(__file__).parent / mod).read_bytes())
+    for name in sorted(bench):
+        h.update(name.encode() + bench[name].hashes.tobytes())
+    if protected is not None:
+        h.update(protected.hashes.tobytes())
+    return h.hexdigest()[:12]
+
+
+def scan_cached(spec: tuple):
+    """`scan`, kept per sdist in the scan cache: an interrupted `prepare` resumes where it stopped."""
+    folder = _INDEXES.get("scan_cache")
+    if folder is None or spec[0] != "sdist":
+        return scan(spec)
+    path = Path(folder) / f"{Path(spec[1]).name}.pkl"
+    if path.exists():
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    result = scan(spec)
+    tmp = path.with_name(path.name + f".{os.getpid()}.part")
+    with open(tmp, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    tmp.replace(path)
+    return result
 
 
 def scan(spec: tuple) -> tuple[str, str, dict, list[Candidate]]:
@@ -287,14 +319,17 @@ def scan(spec: tuple) -> tuple[str, str, dict, list[Candidate]]:
     return name, licence, counts, out
 
 
-def _scan_all(specs: list[tuple], bench: dict, protected, workers: int):
+def _scan_all(specs: list[tuple], bench: dict, protected, workers: int, scan_cache: Path | None):
+    if scan_cache is not None:
+        scan_cache.mkdir(parents=True, exist_ok=True)
     if workers <= 1 or len(specs) <= 1:
-        _init_worker(bench, protected)
-        yield from map(scan, specs)
+        _init_worker(bench, protected, scan_cache)
+        yield from map(scan_cached, specs)
         return
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(bench, protected), maxtasksperchild=200) as pool:
-        yield from pool.imap(scan, specs, chunksize=1)
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(bench, protected, scan_cache),
+                  maxtasksperchild=200) as pool:
+        yield from pool.imap(scan_cached, specs, chunksize=1)
 
 
 # ── the corpus ───────────────────────────────────────────────────────────────────────────────────────────────
@@ -317,9 +352,12 @@ def collect(sources: list[str], heldout_fraction: float, *, cache_dir: Path | No
             protected = dedup.NgramIndex.of_texts(
                 c.text for c in std if is_heldout(c.module, heldout_fraction)).without(common)
 
+    # sdists' scans are cached (keyed by this code and the indexes): a stopped run resumes
+    scan_cache = (Path(cache_dir) / "scan" / _scan_key(bench, protected)) if cache_dir is not None else None
     candidates: list[tuple[bool, int, Candidate]] = []
     for i, (name, licence, counts, found) in enumerate(
-            tqdm(_scan_all(specs, bench, protected, workers), total=len(specs), desc="corpus", unit="source")):
+            tqdm(_scan_all(specs, bench, protected, workers, scan_cache), total=len(specs), desc="corpus",
+                 unit="source")):
         stats.sources += 1
         if licence not in PERMISSIVE:
             stats.refused_licence[name] = licence
