@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import secrets
 import time
 from contextlib import asynccontextmanager
 
@@ -17,7 +18,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from backend import metrics
-from backend.auth import TokenStore, token_from_headers
+from backend.auth import TokenStore, hash_token, token_from_headers
 from backend.engine import Engine, start_in_thread
 from backend.service import CompletionService
 from backend.session import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, CLOSE_UNAUTHORIZED, Session
@@ -40,8 +41,11 @@ class Backend:
         self._engine_task: asyncio.Task | None = None
         self._lag_probe: asyncio.Task | None = None
         self._gc_task: asyncio.Task | None = None
+        self._metrics_server = None
 
     async def start(self) -> None:
+        if self.settings.metrics_bind:
+            self._metrics_server = metrics.serve_separately(self.settings.metrics_bind)
         self.service = CompletionService(self.settings, self.engine)
         self.service.start()
         metrics.watch_engine(lambda: self.engine.stats)
@@ -94,6 +98,8 @@ class Backend:
         if not self.draining:
             await self.drain(self.settings.shutdown_drain_s)
         metrics.READY.set(0)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
         if self._lag_probe is not None:
             self._lag_probe.cancel()
         if self._gc_task is not None:
@@ -108,6 +114,13 @@ class Backend:
             return True, None
         user = self.tokens.user_for(token_from_headers(headers, query_params))
         return user is not None, user
+
+    def may_scrape(self, headers, query_params) -> bool:
+        """/metrics: open server, a user's token, or the scrape-only token (`metrics_token_sha256`)."""
+        if self.user_for(headers, query_params)[0]:
+            return True
+        token, want = token_from_headers(headers, query_params), self.settings.metrics_token_sha256.lower()
+        return bool(token and want) and secrets.compare_digest(hash_token(token), want)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -144,8 +157,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/metrics")
     async def prometheus(request: Request):
-        ok, _ = backend.user_for(request.headers, request.query_params)
-        if not ok:
+        if not backend.may_scrape(request.headers, request.query_params):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         return PlainTextResponse(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 

@@ -34,6 +34,8 @@ def _register_token(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--user", required=True)
     r.add_argument("--file", type=Path, required=True)
     r.set_defaults(func=_revoke)
+    m = tsub.add_parser("scrape", help="print a new scrape-only token for Prometheus and the hash to configure")
+    m.set_defaults(func=_scrape)
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -69,6 +71,16 @@ def _issue(args: argparse.Namespace) -> int:
     token = issue(args.file, args.user)
     print(token)
     print(f"stored the hash for user {args.user!r} in {args.file}; the token is not kept anywhere", file=sys.stderr)
+    return 0
+
+
+def _scrape(args: argparse.Namespace) -> int:
+    from backend.auth import hash_token, new_token
+
+    token = new_token()
+    print(token)
+    print(f"set metrics_token_sha256 = \"{hash_token(token)}\" (it opens /metrics only); give Prometheus the token",
+          file=sys.stderr)
     return 0
 
 

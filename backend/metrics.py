@@ -1,6 +1,9 @@
 """Prometheus metrics of the backend (one process-wide set, in the default registry beside vLLM's own).
 
-Engine-wide speculative-decoding and prefix-cache figures are read from EngineStats at scrape time.
+Engine-wide speculative-decoding and prefix-cache figures are read from EngineStats at scrape time. Only
+counters, gauges of the present and histograms are exported: no lifetime ratio (`*_rate`), which would hide
+the last hour under the process's whole life — ratios are PromQL over counters, in the dashboard
+(deploy/grafana/quickcode.json: `rate(hits) / rate(queries)`).
 """
 from __future__ import annotations
 
@@ -75,7 +78,7 @@ def watch_gc() -> None:
 
 
 class EngineCollector:
-    """Speculative acceptance and prefix-cache hit rate from the engine's own step statistics."""
+    """Speculative-decoding and prefix-cache counters from the engine's own step statistics."""
 
     def __init__(self, stats_fn):
         self.stats_fn = stats_fn
@@ -86,12 +89,8 @@ class EngineCollector:
             return
         yield CounterMetricFamily("quickcode_spec_draft_tokens", "Draft tokens proposed", value=s.spec_draft_tokens)
         yield CounterMetricFamily("quickcode_spec_accepted_tokens", "Draft tokens accepted", value=s.spec_accepted_tokens)
-        yield GaugeMetricFamily("quickcode_spec_acceptance_rate", "Accepted / proposed draft tokens",
-                                value=s.spec_accepted_tokens / s.spec_draft_tokens if s.spec_draft_tokens else 0.0)
         yield CounterMetricFamily("quickcode_prefix_cache_queries_tokens", "Prompt tokens looked up", value=s.prefix_queries)
         yield CounterMetricFamily("quickcode_prefix_cache_hits_tokens", "Prompt tokens found cached", value=s.prefix_hits)
-        yield GaugeMetricFamily("quickcode_prefix_cache_hit_rate", "Hit tokens / queried tokens",
-                                value=s.prefix_hits / s.prefix_queries if s.prefix_queries else 0.0)
         yield GaugeMetricFamily("quickcode_engine_running", "Requests running in vLLM", value=s.num_running)
         yield GaugeMetricFamily("quickcode_engine_waiting", "Requests waiting in vLLM", value=s.num_waiting)
         yield CounterMetricFamily("quickcode_engine_steps", "Engine steps reported by vLLM (idle engine: no steps)",
@@ -109,3 +108,16 @@ def watch_engine(stats_fn) -> None:
         REGISTRY.register(_collector)
     else:
         _collector.stats_fn = stats_fn
+
+
+def serve_separately(bind: str):
+    """Serve the default registry on its own `host:port` listener (no auth: a port only Prometheus reaches,
+    e.g. the pod network behind a NetworkPolicy), so scrapes work with API tokens on. Returns the server
+    (`.shutdown()` stops it)."""
+    from prometheus_client import start_http_server
+
+    host, sep, port = bind.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"metrics_bind wants host:port, got {bind!r}")
+    server, _thread = start_http_server(int(port), addr=host.strip("[]") or "0.0.0.0")
+    return server

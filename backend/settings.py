@@ -80,6 +80,10 @@ class Settings(BaseSettings):
     # ── auth
     auth_tokens_file: Path | None = None  # hashed tokens from `quickcode token issue`; None = open (loopback)
     auth_tokens: str = ""                 # or hashed entries inline "user:sha256hex,user2:..." (env)
+    # Prometheus with auth on: a scrape-only token (its sha256; it opens /metrics and nothing else) ...
+    metrics_token_sha256: str = ""
+    # ... and/or /metrics on a separate listener without auth, "host:port" (a port only Prometheus reaches)
+    metrics_bind: str = ""
 
     # ── lifecycle
     shutdown_drain_s: float = 5.0

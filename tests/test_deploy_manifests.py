@@ -103,7 +103,13 @@ def test_probes_hit_the_apps_real_routes():
     for probe in ("readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"]["path"] in routes and c[probe]["httpGet"]["port"] in ports
     ann = _one("StatefulSet")["spec"]["template"]["metadata"]["annotations"]
-    assert ann["prometheus.io/path"] in routes and int(ann["prometheus.io/port"]) == c["ports"][0]["containerPort"]
+    assert ann["prometheus.io/path"] in routes
+    # the annotations scrape the metrics-only listener (no token), which the config binds on that port
+    by_name = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert int(ann["prometheus.io/port"]) == by_name["metrics"]
+    cfg = tomllib.loads(_one("ConfigMap")["data"]["config.toml"])
+    assert cfg["metrics_bind"].rpartition(":")[2] == str(by_name["metrics"])
+    assert Settings(**cfg).metrics_bind == cfg["metrics_bind"]
 
 
 def test_selectors_and_references_line_up():
