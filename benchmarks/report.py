@@ -47,11 +47,13 @@ class Report:
     title: str
     sections: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.time)
+    out: Path | None = None          # another folder for the report (default benchmarks/reports/)
 
     @property
     def dir(self) -> Path:
-        REPORTS.mkdir(parents=True, exist_ok=True)
-        return REPORTS
+        d = Path(self.out) if self.out is not None else REPORTS
+        d.mkdir(parents=True, exist_ok=True)
+        return d
 
     def add(self, markdown: str) -> None:
         self.sections.append(markdown.strip() + "\n")

@@ -6,6 +6,11 @@ as editors do, so indentation is not typed space by space), sends incremental
 didChange notifications, asks for inline completion the way VS Code does (every keystroke, cancelling the
 previous request) or the way Neovim does (200 ms after typing stops), and accepts a suggestion (its text
 inserted, its command executed) when it matches what the developer was about to type.
+
+The developer's timing, typos and acceptance coin are drawn per position of the typed text (a random stream
+seeded by (seed, position)), not from one stream for the whole session: two language servers typing the same
+segment with the same seed meet the same pauses at the same places, whatever each one showed or had accepted
+before. So a benchmark can compare them position by position (what one accepted and the other did not, and why).
 """
 from __future__ import annotations
 
@@ -62,6 +67,13 @@ class SessionResult:
     events: list[Event] = field(default_factory=list)
     accepted_texts: list[str] = field(default_factory=list)
     final_text: str = ""
+    segment_chars: int = 0
+    # position by position (offsets `at` are into the typed segment): what a benchmark needs to tell where
+    # accepted characters were won or lost
+    asks: list[dict] = field(default_factory=list)       # {at, version, t_ms, end_ms, outcome, text, id}
+    shows: list[dict] = field(default_factory=list)      # {at, version, t_ms, text, id, pause}
+    accepts: list[dict] = field(default_factory=list)    # {at, text, id}
+    waits: list[dict] = field(default_factory=list)      # {at, gap_ms, ghost_ms}: every gap before a key
 
 
 class SimEditor:
@@ -72,6 +84,7 @@ class SimEditor:
         self.style = style
         self.init_options = init_options or {}
         self.client = LanguageClient("quickcode-sim", "1.0")
+        self.seed = seed
         self.rng = random.Random(seed)
         self.uri = ""
         self.text = ""
@@ -169,37 +182,57 @@ class SimEditor:
         return await self.client.workspace_execute_command_async(T.ExecuteCommandParams(command=name, arguments=list(args)))
 
     # ── a typing session
+    def rng_at(self, at: int) -> random.Random:
+        """The developer's random stream at position `at` of the typed segment (same seed, same position:
+        same gap, typo and acceptance coin, whatever happened before)."""
+        return random.Random(f"{self.seed}:{at}")
+
     async def type_text(self, target: str, model: TypingModel, *, progress=None) -> SessionResult:
         """Type `target` at the end of the document; accept suggestions that match what comes next."""
-        res = SessionResult()
+        res = SessionResult(segment_chars=len(target))
         pending: tuple[int, asyncio.Future] | None = None
         shown: dict | None = None                 # {"text", "item", "version", "t_ms"}
         appeared = asyncio.Event()
+        at = 0                                    # position in `target` the cursor is at
 
-        def on_answer(task: asyncio.Task, version: int, t_req: float) -> None:
+        def on_answer(task: asyncio.Task, version: int, ask: dict) -> None:
             nonlocal shown
-            if task.cancelled() or task.exception() is not None:
+            ask["end_ms"] = round(self.now_ms(), 1)
+            if task.cancelled():
+                ask["outcome"] = "cancelled"
+                return
+            if task.exception() is not None:
+                ask["outcome"] = "cancelled" if "cancel" in repr(task.exception()).lower() else "error"
                 return
             result = task.result()
             items = result.items if isinstance(result, T.InlineCompletionList) else (result or [])
-            if items and version == self.version and items[0].insert_text:
-                item = items[0]
-                t = self.now_ms()
-                text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
-                shown = {"text": text, "item": item, "version": version, "t_ms": t}
-                res.shown += 1
-                res.request_latency_ms.append(t - t_req)
-                res.events.append(Event(t, "shown", {"text": text[:80]}))
-                appeared.set()
+            if not (items and items[0].insert_text):
+                ask["outcome"] = "empty"
+                return
+            item = items[0]
+            text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
+            ask.update(outcome="items", text=text, id=_item_id(item))
+            if version != self.version:
+                ask["outcome"] = "late"           # the document moved on: an editor drops it
+                return
+            t = self.now_ms()
+            shown = {"text": text, "item": item, "version": version, "t_ms": t}
+            res.shown += 1
+            res.request_latency_ms.append(t - ask["t_ms"])
+            res.events.append(Event(t, "shown", {"text": text[:80]}))
+            res.shows.append({"at": ask["at"], "version": version, "t_ms": round(t, 1), "text": text,
+                              "id": _item_id(item)})
+            appeared.set()
 
         def request() -> None:
             nonlocal pending
             if pending is not None and not pending[1].done():
                 self.cancel(pending[0])           # VS Code cancels the previous request ($/cancelRequest)
             res.requests += 1
-            t_req = self.now_ms()
+            ask = {"at": at, "version": self.version, "t_ms": round(self.now_ms(), 1), "outcome": None}
+            res.asks.append(ask)
             pending = self.ask()
-            pending[1].add_done_callback(lambda t, v=self.version, tr=t_req: on_answer(t, v, tr))
+            pending[1].add_done_callback(lambda t, v=self.version, a=ask: on_answer(t, v, a))
 
         async def accept() -> str:
             nonlocal shown
@@ -210,6 +243,7 @@ class SimEditor:
             res.accepted += 1
             res.accepted_chars += len(text)
             res.accepted_texts.append(text)
+            res.accepts.append({"at": at, "text": text, "id": _item_id(shown["item"])})
             res.events.append(Event(self.now_ms(), "accepted", {"text": text[:80]}))
             shown = None
             return text
@@ -223,13 +257,15 @@ class SimEditor:
                 request()
 
         self._on_more = request                   # `$/quickcode/moreText`: the integrations ask again
-        i = 0
         last_key_ms = self.now_ms()
-        after_enter = True                        # the pause before the next key is the one after a line end
-        while i < len(target):
-            gap_ms = model.gap_ms(self.rng, "\n" if after_enter else target[i - 1])
+        while at < len(target):
+            rng = self.rng_at(at)
+            line_start = at == 0 or target[:at].rstrip(" \t").endswith("\n")
+            gap_ms = model.gap_ms(rng, "\n" if line_start else target[at - 1])
             is_pause = gap_ms > 300
             res.pauses += is_pause
+            wait = {"at": at, "gap_ms": round(gap_ms, 1), "ghost_ms": None}
+            res.waits.append(wait)
             asked = self.style != "neovim"
             accepted_text, seen = None, None
             # the developer pauses for gap_ms; a suggestion may appear meanwhile (and grow, when the rest of a
@@ -246,46 +282,55 @@ class SimEditor:
                     except asyncio.TimeoutError:
                         continue
                 if shown is not None and shown is not seen and shown["version"] == self.version:
-                    if is_pause and seen is None:
-                        res.pause_to_ghost_ms.append(shown["t_ms"] - last_key_ms)
+                    if seen is None:
+                        wait["ghost_ms"] = round(shown["t_ms"] - last_key_ms, 1)
+                        if is_pause:
+                            res.pause_to_ghost_ms.append(shown["t_ms"] - last_key_ms)
+                    res.shows[-1]["pause"] = is_pause
                     seen = shown
-                    if target[i:].startswith(shown["text"]) and self.rng.random() < model.accept_prob:
+                    if target[at:].startswith(shown["text"]) and rng.random() < model.accept_prob:
                         await asyncio.sleep(model.react_ms / model.speed / 1000)
                         if shown is not None and shown["version"] == self.version:
                             accepted_text = await accept()
                         break
             if accepted_text is not None:
-                i += len(accepted_text)
-                after_enter = False
+                at += len(accepted_text)
                 last_key_ms = self.now_ms()
                 if self.style == "vscode":
                     request()                     # VS Code asks again right after an accept
                 continue
-            ch = target[i]
-            if self.rng.random() < model.typo_rate and ch.isalpha():
-                type_key(chr(ord("a") + self.rng.randrange(26)))
-                await asyncio.sleep(model.gap_ms(self.rng, "x") / 1000)
+            ch = target[at]
+            if rng.random() < model.typo_rate and ch.isalpha():
+                type_key(chr(ord("a") + rng.randrange(26)))
+                await asyncio.sleep(model.gap_ms(rng, "x") / 1000)
                 self.backspace()
                 res.keystrokes += 1
                 if self.style == "vscode":
                     request()
-                await asyncio.sleep(model.gap_ms(self.rng, "x") / 1000)
+                await asyncio.sleep(model.gap_ms(rng, "x") / 1000)
             if ch == "\n":                         # Enter: the editor indents the new line as the next one is
-                ch += _indent_at(target, i + 1)     # (VS Code, Neovim and JetBrains keep or add the indentation)
-            elif i == 0 and _indent_at(target, 0):  # starting on an empty line: one Tab indents it, as
-                ch = _indent_at(target, 0)          # developers do (not the spaces one by one)
+                ch += _indent_at(target, at + 1)    # (VS Code, Neovim and JetBrains keep or add the indentation)
+            elif at == 0 and _indent_at(target, 0):  # starting on an empty line: one Tab indents it, as
+                ch = _indent_at(target, 0)           # developers do (not the spaces one by one)
+            at += len(ch)                            # (before the key: its request is asked at the new place)
             type_key(ch)
             res.typed_chars += len(ch)
             last_key_ms = self.now_ms()
-            i += len(ch)
-            after_enter = ch[0] == "\n"
             if progress:
-                progress(i, len(target))
+                progress(at, len(target))
         if pending is not None and not pending[1].done():
             await asyncio.wait([pending[1]], timeout=3)
         self._on_more = None
         res.final_text = self.text
         return res
+
+
+def _item_id(item) -> str:
+    """The suggestion id the language server put in the item's accept command (its backend request id, and
+    `+N` when served N characters into that request's text), or ''."""
+    cmd = getattr(item, "command", None)
+    args = (getattr(cmd, "arguments", None) or [None]) if cmd is not None else [None]
+    return str(_field(args[0], "id") or "") if args[0] is not None else ""
 
 
 def _field(o, name: str):

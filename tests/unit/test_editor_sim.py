@@ -13,3 +13,15 @@ def test_a_segment_cut_off_in_the_indentation_is_indented_by_enter_not_typed_spa
     key by key would teach the client that people type fast at line starts)."""
     assert _indent_at("        else:\n          ", len("        else:\n")) == "          "
     assert _indent_at("x\n", 2) == ""
+
+
+def test_the_developers_pauses_and_coins_depend_only_on_the_seed_and_the_place():
+    """Two language servers typing the same segment meet the same pauses at the same places (whatever each
+    showed or had accepted before): the typing benchmark compares them place by place."""
+    from quickcode.editor_sim import SimEditor, TypingModel
+
+    a, b = SimEditor(["true"], seed=7), SimEditor(["true"], seed=7)
+    b.rng_at(3).random()                                   # history does not move the stream of a place
+    m = TypingModel()
+    assert [m.gap_ms(a.rng_at(i), "x") for i in range(5)] == [m.gap_ms(b.rng_at(i), "x") for i in range(5)]
+    assert m.gap_ms(SimEditor(["true"], seed=8).rng_at(0), "x") != m.gap_ms(a.rng_at(0), "x")
