@@ -19,7 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from backend import metrics
 from backend.auth import TokenStore, hash_token, token_from_headers
-from backend.engine import Engine, start_in_thread
+from backend.engine import Engine
 from backend.service import CompletionService
 from backend.session import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, CLOSE_UNAUTHORIZED, Session
 from backend.settings import Settings
@@ -30,9 +30,9 @@ log = logging.getLogger("quickcode.app")
 class Backend:
     """Everything the lifespan owns, reachable from handlers as `app.state.backend`."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, engine: Engine):
         self.settings = settings
-        self.engine = Engine(settings)
+        self.engine = engine
         self.service: CompletionService | None = None
         self.tokens = TokenStore(settings.auth_tokens_file, settings.auth_tokens)
         self.sessions: set[Session] = set()
@@ -42,8 +42,10 @@ class Backend:
         self._lag_probe: asyncio.Task | None = None
         self._gc_task: asyncio.Task | None = None
         self._metrics_server = None
+        self.loop: asyncio.AbstractEventLoop | None = None   # the server's event loop (tests call into it)
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         if self.settings.metrics_bind:
             self._metrics_server = metrics.serve_separately(self.settings.metrics_bind)
         self.service = CompletionService(self.settings, self.engine)
@@ -72,7 +74,7 @@ class Backend:
 
     async def _start_engine(self) -> None:
         try:
-            await start_in_thread(self.engine)
+            await asyncio.to_thread(self.engine.start)
             # Everything imported and built so far (torch, vLLM, the engine client) lives as long as the process:
             # freeze it out of the cyclic GC, whose full collections would otherwise walk millions of objects
             # and stop the event loop for 100+ ms (vLLM's own API server does the same).
@@ -123,9 +125,14 @@ class Backend:
         return bool(token and want) and secrets.compare_digest(hash_token(token), want)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
+    """The app over `engine` (default: vLLM, built from `settings`; tests pass a `backend.fake_engine.FakeEngine`)."""
     settings = settings or Settings()
-    backend = Backend(settings)
+    if engine is None:
+        from backend.vllm_engine import VllmEngine
+
+        engine = VllmEngine(settings)
+    backend = Backend(settings, engine)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -141,7 +148,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # liveness: red only once the engine is gone for good (died, or failed to start), since only a
         # restart cures that; a starting or draining backend is alive
         eng = backend.engine
-        if eng.start_error or (eng.llm is not None and eng.llm.errored):
+        if eng.dead:
             return JSONResponse({"status": "engine_dead", "reason": eng.error}, status_code=503)
         return {"status": "ok", "uptime_s": round(time.monotonic() - backend.started_s, 1)}
 

@@ -1,32 +1,24 @@
-"""vLLM AsyncLLM wrapper: engine arguments from settings, DELTA token streaming, abort, engine statistics.
+"""What the completion service needs from an inference engine: the `Engine` protocol, its stream item `Delta`
+and its step statistics `EngineStats`.
 
-The only module that imports vLLM. The draft model rides in `speculative_config`; prefix caching uses a
-small block size so that a prompt that grows by a keystroke still hits (vLLM caches whole blocks only).
+Two engines implement it: `backend.vllm_engine.VllmEngine` (vLLM's AsyncLLM: what `quickcode serve` runs) and
+`backend.fake_engine.FakeEngine` (scripted tokens on an injected clock: tests of our own code in milliseconds).
+The service, session and OpenAI endpoint import only this module, never vLLM.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
-import sys
-import threading
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Protocol
 
 from tokenizers import Tokenizer
 
 from backend.fim import FimTemplate
 from backend.settings import Settings
 
-log = logging.getLogger("quickcode.engine")
-ENGINE_SHUTDOWN_TIMEOUT_S = 2.0
-
 
 @dataclass
 class EngineStats:
-    """Engine-wide counters, updated by vLLM's stat-logger hook on every engine step (frontend process)."""
+    """Engine-wide counters, updated on every engine step (vLLM: its stat-logger hook, in the frontend process)."""
     num_running: int = 0
     num_waiting: int = 0
     kv_cache_usage: float = 0.0
@@ -38,6 +30,9 @@ class EngineStats:
     spec_accepted_per_pos: list[int] = field(default_factory=list)
     steps: int = 0
     updated_s: float = 0.0
+    # requests the engine itself finished, by its finish reason ("stop", "length"): an aborted request is never
+    # counted here — that, and the running/waiting counts back at 0, is how a test sees an abort reach the engine
+    finished: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -51,187 +46,39 @@ class Delta:
     spec_accepted_tokens: int = 0
 
 
-def _stat_logger_factory(stats: EngineStats):
-    from vllm.v1.metrics.loggers import StatLoggerBase
+class Engine(Protocol):
+    """An engine the lifespan starts (`start` blocks: it runs in a thread) and stops, and the service streams from.
 
-    class QuickcodeStatLogger(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
-            pass
+    Contract of `generate`: it yields `Delta`s until one carries a `finish_reason`; cancelling the consumer, or
+    `abort(request_id)`, ends the engine request (it stops producing tokens and leaves the running count)."""
+    stats: EngineStats
+    tokenizer: Tokenizer | None
+    template: FimTemplate | None
+    start_error: str | None          # set when `start` failed: the engine will never serve
+    started_s: float | None          # how long `start` took
+    max_model_len: int
 
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
-            if scheduler_stats is None:
-                return
-            stats.num_running = scheduler_stats.num_running_reqs
-            stats.num_waiting = scheduler_stats.num_waiting_reqs
-            stats.kv_cache_usage = scheduler_stats.kv_cache_usage
-            pc = scheduler_stats.prefix_cache_stats
-            stats.prefix_queries += pc.queries
-            stats.prefix_hits += pc.hits
-            sd = scheduler_stats.spec_decoding_stats
-            if sd is not None:
-                stats.spec_drafts += sd.num_drafts
-                stats.spec_draft_tokens += sd.num_draft_tokens
-                stats.spec_accepted_tokens += sd.num_accepted_tokens
-                if len(stats.spec_accepted_per_pos) < len(sd.num_accepted_tokens_per_pos):
-                    stats.spec_accepted_per_pos += [0] * (len(sd.num_accepted_tokens_per_pos) - len(stats.spec_accepted_per_pos))
-                for i, n in enumerate(sd.num_accepted_tokens_per_pos):
-                    stats.spec_accepted_per_pos[i] += n
-            stats.steps += 1
-            stats.updated_s = time.monotonic()
+    def start(self) -> None: ...
 
-        def log_engine_initialized(self):
-            pass
-
-    return QuickcodeStatLogger
-
-
-def _preload_iomp() -> None:
-    """vLLM warns that speculative decoding on CPU is much slower without Intel OpenMP preloaded; the engine
-    processes are spawned, so setting LD_PRELOAD here (before the engine starts) reaches them."""
-    lib = Path(sys.prefix) / "lib" / "libiomp5.so"
-    current = os.environ.get("LD_PRELOAD", "")
-    if lib.exists() and "libiomp" not in current:
-        os.environ["LD_PRELOAD"] = f"{lib}:{current}" if current else str(lib)
-
-
-def engine_args(s: Settings):
-    from vllm.engine.arg_utils import AsyncEngineArgs
-
-    spec = None
-    if s.spec_method == "draft":
-        spec = {"method": "draft_model", "model": str(s.draft_model), "num_speculative_tokens": s.num_speculative_tokens}
-    elif s.spec_method == "ngram":
-        spec = {"method": "ngram", "num_speculative_tokens": s.num_speculative_tokens,
-                "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-    return AsyncEngineArgs(
-        model=str(s.target_path), tokenizer=str(s.target_path), served_model_name=[s.served_model_name],
-        dtype=s.dtype, max_model_len=s.max_model_len, block_size=s.block_size,
-        enable_prefix_caching=s.enable_prefix_caching, enforce_eager=s.enforce_eager,
-        gpu_memory_utilization=s.gpu_memory_utilization, tensor_parallel_size=s.tensor_parallel_size,
-        data_parallel_size=s.data_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
-        distributed_executor_backend=s.distributed_executor_backend, max_num_seqs=s.max_num_seqs,
-        speculative_config=spec, scheduling_policy="priority", disable_log_stats=not s.engine_log_stats,
-        per_request_spec_decode_metrics="summary" if spec else "none", seed=0,
-    )
-
-
-class Engine:
-    """Owns one AsyncLLM. `start()` blocks for the engine start-up (run it in a thread)."""
-
-    def __init__(self, settings: Settings):
-        self.settings = settings
-        self.stats = EngineStats()
-        self.llm = None
-        self.tokenizer: Tokenizer | None = None
-        self.template: FimTemplate | None = None
-        self.start_error: str | None = None
-        self.started_s: float | None = None
-        self.max_model_len = 0
-        self._stopping = False
-
-    # ── lifecycle
-    def start(self) -> None:
-        s = self.settings
-        self.tokenizer = Tokenizer.from_file(str(s.target_path / "tokenizer.json"))
-        self.template = FimTemplate.load(s.target_path, self.tokenizer, s.fim_order)
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
-        if s.preload_iomp and s.spec_method != "off":
-            _preload_iomp()
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        t0 = time.perf_counter()
-        try:
-            self.llm = AsyncLLM.from_engine_args(engine_args(s), stat_loggers=[_stat_logger_factory(self.stats)])
-        except Exception as e:  # the engine did not come up: /readyz stays red and says why
-            self.start_error = f"{type(e).__name__}: {e}"
-            raise
-        self.started_s = time.perf_counter() - t0
-        self.max_model_len = self.llm.model_config.max_model_len
-        log.info("engine ready in %.1f s (model %s, spec %s)", self.started_s, s.target_path, s.spec_method)
-        threading.Thread(target=self._reap_on_death, args=(_engine_processes(),), daemon=True,
-                         name="engine-death-reaper").start()
-
-    def _reap_on_death(self, procs: list[tuple[int, float]]) -> None:
-        """When the EngineCore dies, vLLM notices at once (`errored`), but the core's workers, orphaned, linger
-        until they read their death pipe — 7 to 40 s on a loaded 2-core machine — holding the memory (or the
-        GPU) a restarted engine needs. Kill the engine processes seen at start-up (pid + creation time)."""
-        while not self.llm.errored:
-            time.sleep(0.25)
-        if self._stopping:
-            return   # a normal shutdown: vLLM stops its own processes
-        import psutil
-
-        log.error("the engine died: /readyz is red, requests get engine_unavailable; killing its leftover processes")
-        for pid, created in procs:
-            try:
-                p = psutil.Process(pid)
-                if p.create_time() == created:
-                    p.kill()
-            except psutil.Error:
-                pass
-
-    def shutdown(self) -> None:
-        self._stopping = True
-        if self.llm is not None:
-            # the drain is over and nothing is running: after this the EngineCore is killed rather than waited
-            # for (vLLM's default 5 s; a loaded machine needs all of it to tear torch down)
-            self.llm.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
+    def shutdown(self) -> None: ...
 
     @property
-    def ready(self) -> bool:
-        return self.llm is not None and not self.llm.errored
+    def ready(self) -> bool: ...
 
     @property
-    def error(self) -> str | None:
-        if self.start_error:
-            return self.start_error
-        if self.llm is not None and self.llm.errored:
-            return "engine core died"
-        return None if self.llm is not None else "engine starting"
+    def dead(self) -> bool:
+        """Gone for good (failed to start, or died): only a restart of the process cures it."""
 
-    # ── requests
-    async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int) -> AsyncIterator[Delta]:
-        """Stream deltas. Cancelling the consumer (or `abort`) aborts the engine request."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
+    @property
+    def error(self) -> str | None: ...
 
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop or None,
-                                output_kind=RequestOutputKind.DELTA, skip_special_tokens=True)
-        # Rendered here (cheap for ids: ~0.05 ms at 1,500 tokens) so that AsyncLLM takes its synchronous input
-        # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50 on
-        # this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
-        (prompt,) = self.llm.renderer.render_cmpl([TokensPrompt(prompt_token_ids=prompt_ids)])
-        async for out in self.llm.generate(prompt, params, request_id, priority=priority):
-            c = out.outputs[0]
-            sd = c.spec_decode_metrics
-            yield Delta(text=c.text, num_tokens=len(c.token_ids), finish_reason=c.finish_reason,
-                        num_cached_tokens=out.num_cached_tokens or 0,
-                        spec_draft_tokens=sd.num_draft_tokens if sd else 0,
-                        spec_accepted_tokens=sum(j * n for j, n in enumerate(sd.histogram)) if sd else 0)
+    def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
+                 temperature: float, priority: int) -> AsyncIterator[Delta]: ...
 
-    async def abort(self, request_id: str) -> None:
-        if self.llm is not None:
-            await self.llm.abort(request_id)
-
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text).ids
+    async def abort(self, request_id: str) -> None: ...
 
 
-def _engine_processes() -> list[tuple[int, float]]:
-    """(pid, create_time) of this process's vLLM descendants (EngineCore, workers)."""
-    import psutil
-
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.name().startswith("VLLM::"):
-                out.append((p.pid, p.create_time()))
-        except psutil.Error:
-            pass
-    return out
-
-
-async def start_in_thread(engine: Engine) -> None:
-    await asyncio.to_thread(engine.start)
+def load_tokenizer(settings: Settings) -> tuple[Tokenizer, FimTemplate]:
+    """The target model folder's tokenizer and FIM template (the prompt is built from ids on our side)."""
+    tok = Tokenizer.from_file(str(settings.target_path / "tokenizer.json"))
+    return tok, FimTemplate.load(settings.target_path, tok, settings.fim_order)

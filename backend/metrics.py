@@ -93,6 +93,12 @@ class EngineCollector:
         yield CounterMetricFamily("quickcode_prefix_cache_hits_tokens", "Prompt tokens found cached", value=s.prefix_hits)
         yield GaugeMetricFamily("quickcode_engine_running", "Requests running in vLLM", value=s.num_running)
         yield GaugeMetricFamily("quickcode_engine_waiting", "Requests waiting in vLLM", value=s.num_waiting)
+        finished = CounterMetricFamily("quickcode_engine_finished_requests",
+                                       "Requests the engine finished by itself (aborted ones are not counted)",
+                                       labels=["finish_reason"])
+        for reason in ("stop", "length"):
+            finished.add_metric([reason], s.finished.get(reason, 0))
+        yield finished
         yield CounterMetricFamily("quickcode_engine_steps", "Engine steps reported by vLLM (idle engine: no steps)",
                                   value=s.steps)
 

@@ -37,6 +37,15 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
 
 
+def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
+    """How uvicorn serves the app (`quickcode serve`, and the in-process servers of tests: backend/launch.py)."""
+    kw = dict(host=settings.host, port=settings.port, log_level=settings.log_level, loop="uvloop", http="httptools",
+              ws="websockets-sansio", ws_max_size=max(4 * settings.max_frame_bytes, 1 << 22), ws_ping_interval=20.0,
+              ws_ping_timeout=20.0, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
+              timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False)
+    return uvicorn.Config(app, **{**kw, **overrides})
+
+
 def run(settings: Settings) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
@@ -49,13 +58,7 @@ def run(settings: Settings) -> None:
     from backend.app import create_app
 
     app = create_app(settings)
-    config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level=settings.log_level, loop="uvloop", http="httptools",
-        ws="websockets-sansio", ws_max_size=max(4 * settings.max_frame_bytes, 1 << 22), ws_ping_interval=20.0,
-        ws_ping_timeout=20.0, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
-        timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False,
-    )
-    server = DrainingServer(config, app.state.backend)
+    server = DrainingServer(uvicorn_config(app, settings), app.state.backend)
     server.run()
     # Sessions are closed, the engine is shut down, logs are written: skip the interpreter's teardown of torch
     # and vLLM state (seconds on a loaded machine), which only delays the exit the orchestrator waits for.

@@ -7,7 +7,7 @@ A subprocess entry point (vLLM spawns processes, and each engine should start fr
 SPEC = {"runs": [{"name": str, "settings": {Settings field: value}}, ...], "prompts": [[token id, ...], ...],
         "max_tokens": int, "warmup": int, "loss_windows": [[token id, ...], ...] (optional, scored by runs
         with "loss": true)}
-The engine arguments come from `backend.engine.engine_args(Settings(...))` — the backend's own — with
+The engine arguments come from `backend.vllm_engine.engine_args(Settings(...))` — the backend's own — with
 per-request speculative metrics switched to "detailed" (the ordered accepted count of every verify step,
 which attributes each output token to accepted / rejected / bonus). One engine per process: vLLM preloads
 an OpenMP runtime into the environment of the first engine, and a second engine of the same process then
@@ -92,20 +92,21 @@ async def _loss(llm, windows: list[list[int]]) -> dict:
 
 
 async def run_one(run: dict, spec: dict) -> dict:
-    from backend.engine import EngineStats, _preload_iomp, _stat_logger_factory, engine_args
+    from backend.engine import EngineStats
+    from backend.vllm_engine import engine_args, preload_iomp, stat_logger_factory
     from backend.settings import Settings
     from vllm.v1.engine.async_llm import AsyncLLM
 
     s = Settings(**run["settings"])
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
     if s.preload_iomp and s.spec_method != "off":
-        _preload_iomp()
+        preload_iomp()
     args = engine_args(s)
     if args.speculative_config:
         args.per_request_spec_decode_metrics = "detailed"
     stats = EngineStats()
     t0 = time.perf_counter()
-    llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(stats)])
+    llm = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger_factory(stats)])
     out: dict = {"name": run["name"], "settings": run["settings"], "start_s": time.perf_counter() - t0,
                  "ld_preload": os.environ.get("LD_PRELOAD", "")}
     try:

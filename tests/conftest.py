@@ -1,5 +1,6 @@
 """Shared fixtures. One real backend (`quickcode serve`, real vLLM on the committed tiny models) per test
-session, started on first use by any test marked `engine`; editor and LSP tests reuse it."""
+session, started on first use by any test marked `engine`; editor and LSP tests reuse it. `fake_backend` starts
+in-process backends (real uvicorn, real sockets) over a `FakeEngine`, for tests of our own code."""
 from __future__ import annotations
 
 import os
@@ -110,3 +111,24 @@ def backend() -> RunningBackend:
     b = start_backend(ARTIFACTS / "logs" / "backend-session.log")
     yield b
     stop_backend(b)
+
+
+@pytest.fixture
+def fake_backend():
+    """`fake_backend(engine=None, *, wait_ready=True, **settings)` → a started `InProcessBackend` over a
+    `FakeEngine` (the given one, or a default one on these settings); all are stopped after the test."""
+    from backend.fake_engine import FakeEngine
+    from backend.launch import InProcessBackend
+    from backend.settings import Settings
+
+    started = []
+
+    def make(engine=None, *, wait_ready: bool = True, **overrides):
+        settings = Settings(**{"spec_method": "off", "shutdown_drain_s": 0.5, "replica_id": "fake", **overrides})
+        b = InProcessBackend(settings, engine or FakeEngine(settings), wait_ready=wait_ready)
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.stop()

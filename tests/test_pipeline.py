@@ -101,7 +101,7 @@ def test_wide_vocabulary_bins_round_trip(tmp_path):
 
 
 def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
-    from backend.engine import engine_args
+    from backend.vllm_engine import engine_args
     from backend.settings import Settings
 
     monkeypatch.chdir(REPO)

@@ -1,0 +1,301 @@
+"""`FakeEngine`: the `Engine` with scripted tokens on an injected clock, for tests of our own code (session,
+service, scheduler, OpenAI endpoint, auth, limits) in milliseconds, without vLLM.
+
+It keeps the engine contract the service relies on: at most `max_running` requests run at once and the rest
+wait (lower priority value first, then arrival); a running request yields its script's tokens one by one (the
+first after `ttft_s`, each next after `per_token_s`, on `clock`), and ends with "length" at `max_tokens`,
+"stop" at a stop string or the end of its script; `abort(id)` or a cancelled consumer ends it as "abort".
+Every request is recorded with how it ended (`requests`), and `stats` counts running/waiting requests and
+steps as vLLM's do — so a test proves an abort by what the engine reports, not by a race with the clock.
+
+With a `ManualClock`, time moves only when the test says so: a request can be held running for as long as the
+test needs, on any machine.
+"""
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Callable, Iterable, Protocol
+
+from backend.engine import Delta, EngineStats, load_tokenizer
+from backend.settings import Settings
+
+DEFAULT_TOKENS = ("    return", " a", " +", " b", "\n")
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class RealClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class ManualClock:
+    """Virtual time: a sleeper wakes only when `advance` moves the time to its deadline. Thread-safe: a test may
+    advance it from another thread than the server's event loop."""
+
+    def __init__(self, start_s: float = 0.0):
+        self._now_s = start_s
+        self._lock = threading.Condition()
+        self._sleepers: list[tuple[float, int, asyncio.AbstractEventLoop, asyncio.Future]] = []
+        self._seq = itertools.count()
+
+    def now(self) -> float:
+        return self._now_s
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._lock:
+            heapq.heappush(self._sleepers, (self._now_s + seconds, next(self._seq), loop, fut))
+            self._lock.notify_all()
+        await fut
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now_s += seconds
+            due = []
+            while self._sleepers and self._sleepers[0][0] <= self._now_s:
+                due.append(heapq.heappop(self._sleepers))
+        for _, _, loop, fut in due:
+            loop.call_soon_threadsafe(_wake, fut)
+
+    def step(self, seconds: float, sleepers: int = 1, timeout_s: float = 5.0) -> None:
+        """Advance once at least `sleepers` are asleep on this clock: a sleep that registers after an `advance`
+        counts from the new time, so a test that advances before the engine went to sleep would wait forever."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: self._pending() >= sleepers, timeout_s):
+                raise TimeoutError(f"fewer than {sleepers} sleepers on the clock after {timeout_s} s")
+        self.advance(seconds)
+
+    def _pending(self) -> int:
+        return sum(1 for *_, fut in self._sleepers if not fut.done())
+
+    @property
+    def sleepers(self) -> int:
+        with self._lock:
+            return self._pending()
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+@dataclass
+class FakeRequest:
+    """One engine request as the engine saw it. `ended_by`: "abort" (`abort(id)`), "cancel" (the consumer was
+    cancelled or closed the stream), "engine_died", or None (it finished by itself)."""
+    id: str
+    prompt_ids: list[int]
+    max_tokens: int
+    stop: list[str]
+    temperature: float
+    priority: int
+    arrived_s: float
+    state: str = "waiting"           # waiting → running → finished
+    tokens: list[str] = field(default_factory=list)
+    finish_reason: str | None = None
+    ended_by: str | None = None
+    started_s: float | None = None
+    finished_s: float | None = None
+    _wakeup: asyncio.Future | None = None   # what the request's generator awaits (a slot, or the next token)
+    _seq: int = 0
+
+    @property
+    def aborted(self) -> bool:
+        return self.finish_reason == "abort"
+
+    @property
+    def text(self) -> str:
+        return "".join(self.tokens)
+
+
+class EngineDied(RuntimeError):
+    pass
+
+
+class FakeEngine:
+    """See the module docstring. `script(prompt_text)` gives the tokens a request writes (default: a fixed few);
+    `hold_start` (a threading.Event) keeps `start` waiting until it is set; `start_error` makes it fail."""
+
+    def __init__(self, settings: Settings | None = None, *, script: Callable[[str], Iterable[str]] | None = None,
+                 ttft_s: float = 0.002, per_token_s: float = 0.001, clock: Clock | None = None,
+                 max_running: int | None = None, hold_start: threading.Event | None = None,
+                 start_error: str | None = None):
+        self.settings = settings or Settings()
+        self.script = script or (lambda prompt: DEFAULT_TOKENS)
+        self.ttft_s, self.per_token_s = ttft_s, per_token_s
+        self.clock = clock or RealClock()
+        self.max_running = max_running or self.settings.max_num_seqs
+        self.stats = EngineStats()
+        self.tokenizer = None
+        self.template = None
+        self.start_error: str | None = None
+        self.started_s: float | None = None
+        self.max_model_len = 0
+        self.requests: dict[str, FakeRequest] = {}
+        self.shut_down = False
+        self._hold_start = hold_start
+        self._fail_start = start_error
+        self._dead = False
+        self._started = False
+        self._seq = itertools.count()
+
+    # ── lifecycle
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        if self._hold_start is not None:
+            self._hold_start.wait()
+        if self._fail_start:
+            self.start_error = self._fail_start
+            raise RuntimeError(self._fail_start)
+        self.tokenizer, self.template = load_tokenizer(self.settings)
+        config = json.loads((self.settings.target_path / "config.json").read_text())
+        self.max_model_len = self.settings.max_model_len or config["max_position_embeddings"]
+        self.started_s = time.perf_counter() - t0
+        self._started = True
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+    def die(self) -> None:
+        """The engine core dies: every live request's stream raises, new ones are refused."""
+        self._dead = True
+        for req in self.requests.values():
+            if req.state != "finished":
+                self._finish(req, None, "engine_died")
+
+    @property
+    def ready(self) -> bool:
+        return self._started and not self._dead
+
+    @property
+    def dead(self) -> bool:
+        return bool(self.start_error) or self._dead
+
+    @property
+    def error(self) -> str | None:
+        if self.start_error:
+            return self.start_error
+        if self._dead:
+            return "engine core died"
+        return None if self._started else "engine starting"
+
+    # ── what tests read
+    def by_client_id(self, rid: str) -> list[FakeRequest]:
+        """The engine requests of a client's request id (the service names them `<session>:<id>`)."""
+        return [r for key, r in self.requests.items() if key.rsplit(":", 1)[-1] == rid]
+
+    @property
+    def live(self) -> list[FakeRequest]:
+        return [r for r in self.requests.values() if r.state != "finished"]
+
+    # ── requests
+    async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
+                       temperature: float, priority: int) -> AsyncIterator[Delta]:
+        if self._dead:
+            raise EngineDied("engine core died")
+        if request_id in self.requests and self.requests[request_id].state != "finished":
+            raise ValueError(f"request {request_id!r} is already running")
+        req = FakeRequest(request_id, list(prompt_ids), max_tokens, list(stop or []), temperature, priority,
+                          self.clock.now(), _seq=next(self._seq))
+        self.requests[request_id] = req
+        self._count()
+        try:
+            await self._admit(req)
+            tokens = iter(self.script(self.tokenizer.decode(prompt_ids)))
+            nxt = next(tokens, None)
+            delay_s = self.ttft_s
+            while req.state == "running":
+                await self._wait(req, self.clock.sleep(delay_s))
+                if req.state != "running":
+                    break
+                delay_s = self.per_token_s
+                tok, nxt = nxt or "", next(tokens, None)   # an empty script: one end-of-text token
+                finish = None
+                req.tokens.append(tok)
+                cut = _stop_at(req.text, req.stop)
+                if cut is not None:             # vLLM leaves the stop string out of the text
+                    tok = req.tokens[-1] = tok[:max(0, len(tok) - (len(req.text) - cut))]
+                    finish = "stop"
+                elif len(req.tokens) >= max_tokens:
+                    finish = "length"
+                elif nxt is None:
+                    finish = "stop"
+                self.stats.steps += 1
+                self.stats.updated_s = self.clock.now()
+                if finish:
+                    self._finish(req, finish, None)
+                    self.stats.finished[finish] = self.stats.finished.get(finish, 0) + 1
+                yield Delta(text=tok, num_tokens=1, finish_reason=finish)
+            if req.ended_by == "engine_died":
+                raise EngineDied("engine core died")
+            if req.ended_by == "abort":
+                yield Delta(text="", num_tokens=0, finish_reason="abort")
+        finally:   # cancelled, or the consumer closed the stream: vLLM aborts the request then
+            if req.state != "finished":
+                self._finish(req, "abort", "cancel")
+
+    async def abort(self, request_id: str) -> None:
+        req = self.requests.get(request_id)
+        if req is not None and req.state != "finished":
+            self._finish(req, "abort", "abort")
+
+    # ── internals
+    async def _admit(self, req: FakeRequest) -> None:
+        self._schedule()
+        if req.state == "waiting":
+            await self._wait(req, asyncio.get_running_loop().create_future())
+
+    async def _wait(self, req: FakeRequest, what) -> None:
+        """Wait for `what` (a slot future or a clock sleep) unless the request ends first."""
+        fut = asyncio.ensure_future(what)
+        req._wakeup = fut
+        try:
+            await asyncio.wait([fut])
+        finally:
+            req._wakeup = None
+            if not fut.done():
+                fut.cancel()
+
+    def _schedule(self) -> None:
+        """Start waiting requests while slots are free (lower priority value first, then arrival)."""
+        running = sum(1 for r in self.requests.values() if r.state == "running")
+        waiting = sorted((r for r in self.requests.values() if r.state == "waiting"), key=lambda r: (r.priority, r._seq))
+        for req in waiting[:max(0, self.max_running - running)]:
+            req.state, req.started_s = "running", self.clock.now()
+            if req._wakeup is not None and not req._wakeup.done():
+                req._wakeup.set_result(None)
+        self._count()
+
+    def _finish(self, req: FakeRequest, reason: str | None, ended_by: str | None) -> None:
+        req.state, req.finish_reason, req.ended_by, req.finished_s = "finished", reason, ended_by, self.clock.now()
+        if req._wakeup is not None and not req._wakeup.done():
+            req._wakeup.cancel()
+        self._schedule()
+
+    def _count(self) -> None:
+        self.stats.num_running = sum(1 for r in self.requests.values() if r.state == "running")
+        self.stats.num_waiting = sum(1 for r in self.requests.values() if r.state == "waiting")
+
+
+def _stop_at(text: str, stop: list[str]) -> int | None:
+    """Where the earliest stop string begins in `text` (vLLM leaves the stop string out of the output)."""
+    cuts = [i for i in (text.find(s) for s in stop) if i >= 0]
+    return min(cuts) if cuts else None

@@ -1,0 +1,295 @@
+"""The backend's own logic — session, completion service, scheduler hand-off, health endpoints — over real
+WebSockets and HTTP to a real uvicorn server, on the `FakeEngine` (scripted tokens; a `ManualClock` where a
+test must hold a request running). What vLLM itself does is tested in test_backend_engine.py.
+
+An abort is proven by what the engine reports: its request finished as "abort", nothing running or waiting,
+no token after it — never by a race with the clock.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+from backend.fake_engine import FakeEngine, ManualClock
+from backend.launch import InProcessBackend
+from backend.settings import Settings
+from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
+
+FOREVER = lambda prompt: itertools.repeat(" x")   # noqa: E731 — a request that runs until max_tokens
+
+
+def eventually(predicate, timeout_s: float = 5.0, what: str = "the condition"):
+    """Poll until `predicate()` is truthy (an upper bound for a failure, not a speed expectation)."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {timeout_s} s")
+        time.sleep(0.002)
+    return value
+
+
+def held(fake_backend, **settings):
+    """A backend whose engine runs on a manual clock: nothing generates until the test advances it."""
+    clock = ManualClock()
+    s = Settings(spec_method="off", **settings)
+    engine = FakeEngine(s, script=FOREVER, clock=clock)
+    return fake_backend(engine, **settings), engine, clock
+
+
+def first_chunk(b, engine, clock, ws, rid: str) -> dict:
+    """Let the engine produce `rid`'s first token and read its chunk."""
+    eventually(lambda: engine.by_client_id(rid) and engine.by_client_id(rid)[0].state == "running",
+               what=f"{rid} running in the engine")
+    clock.step(engine.ttft_s)
+    m = recv(ws, 5)
+    assert m == {"kind": "chunk", "id": rid, "text": m["text"]} and m["text"], m
+    return m
+
+
+def assert_aborted_and_idle(engine, clock, rid: str) -> None:
+    """The engine ended `rid` as aborted, holds nothing, and writes no token for it however long time runs."""
+    (req,) = engine.by_client_id(rid)
+    eventually(lambda: req.state == "finished", what=f"{rid} finished in the engine")
+    assert req.finish_reason == "abort", (req.finish_reason, req.ended_by)
+    eventually(lambda: engine.stats.num_running == 0 and engine.stats.num_waiting == 0, what="engine idle")
+    tokens = len(req.tokens)
+    clock.advance(3600.0)
+    time.sleep(0.05)
+    assert len(req.tokens) == tokens and engine.stats.num_running == 0
+    assert "length" not in engine.stats.finished and "stop" not in engine.stats.finished
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """One backend on the default fake engine for the tests that only need answers."""
+    s = Settings(spec_method="off", shutdown_drain_s=0.5)
+    with InProcessBackend(s, FakeEngine(s)) as b:
+        yield b
+
+
+def assert_silent(ws, for_s: float = 0.2) -> None:
+    with pytest.raises(TimeoutError):
+        ws.recv(timeout=for_s)
+
+
+# ── aborts reach the engine
+
+def test_a_superseded_request_is_aborted_in_the_engine(fake_backend):
+    b, engine, clock = held(fake_backend)
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        ws.send(json.dumps({"kind": "complete", "id": "old", "prefix": "def f(x):\n    ", "max_tokens": 256}))
+        first_chunk(b, engine, clock, ws, "old")
+        ws.send(json.dumps({"kind": "complete", "id": "new", "prefix": "def f(x):\n    r", "max_tokens": 1}))
+        old_done = recv(ws, 5)
+        assert old_done["id"] == "old" and old_done["kind"] == "done" and old_done["finish_reason"] == "superseded"
+        assert old_done["timing"]["output_tokens"] == 1
+        eventually(lambda: engine.by_client_id("new") and engine.by_client_id("new")[0].state == "running")
+        (old,) = engine.by_client_id("old")
+        assert old.state == "finished" and old.finish_reason == "abort"
+        clock.step(engine.ttft_s)
+        new = read_until_terminal(ws, "new", timeout_s=5)
+        assert new.kind == "done" and new.finish_reason == "length" and new.chunks == 1
+        assert engine.stats.finished == {"length": 1}     # the new one finished by itself, the old one never
+        tokens = len(old.tokens)
+        clock.advance(3600.0)
+        assert_silent(ws)                                    # exactly one terminal frame for "old", nothing after
+        assert len(old.tokens) == tokens and engine.stats.num_running == engine.stats.num_waiting == 0
+
+
+def test_cancel_aborts_the_engine_request(fake_backend):
+    b, engine, clock = held(fake_backend)
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        ws.send(json.dumps({"kind": "complete", "id": "x", "prefix": "import os\n", "max_tokens": 256}))
+        first_chunk(b, engine, clock, ws, "x")
+        ws.send(json.dumps({"kind": "cancel", "id": "x"}))
+        done = recv(ws, 5)
+        assert done["id"] == "x" and done["finish_reason"] == "cancelled"
+        assert_aborted_and_idle(engine, clock, "x")
+        assert_silent(ws)
+        ws.send(json.dumps({"kind": "cancel", "id": "x"}))    # a late cancel of a finished id is ignored
+        ws.send(json.dumps({"kind": "cancel", "id": "never-sent"}))
+        ws.send(json.dumps({"kind": "complete", "id": "after", "prefix": "def f(x):\n    ", "max_tokens": 2}))
+        clock.step(1.0)
+        clock.step(1.0)
+        r = read_until_terminal(ws, "after", timeout_s=5)
+        assert r.kind == "done" and r.finish_reason == "length"
+
+
+def test_client_disconnect_aborts_the_engine_request(fake_backend):
+    b, engine, clock = held(fake_backend)
+    ws, _ = open_session(b.ws_url)
+    ws.send(json.dumps({"kind": "complete", "id": "x", "prefix": "import os\n", "max_tokens": 256}))
+    first_chunk(b, engine, clock, ws, "x")
+    ws.socket.shutdown(socket.SHUT_RDWR)                   # the editor dies: no close frame
+    ws.socket.close()
+    assert_aborted_and_idle(engine, clock, "x")
+    eventually(lambda: not b.backend.sessions, what="the session closed")
+    assert b.backend.service.live_count == 0
+    ws.close()
+
+
+def test_a_request_queued_in_the_engine_is_aborted_too(fake_backend):
+    """Beyond the engine's slots a request waits inside the engine; cancelling it there ends it as aborted."""
+    clock = ManualClock()
+    s = Settings(spec_method="off")
+    engine = FakeEngine(s, script=FOREVER, clock=clock, max_running=1)
+    b = fake_backend(engine, per_user_inflight=4, max_running=4)
+    a, _ = open_session(b.ws_url)
+    c, _ = open_session(b.ws_url)
+    with a, c:
+        a.send(json.dumps({"kind": "complete", "id": "run", "prefix": "a = ", "max_tokens": 50}))
+        c.send(json.dumps({"kind": "complete", "id": "wait", "prefix": "b = ", "max_tokens": 50}))
+        eventually(lambda: engine.stats.num_running == 1 and engine.stats.num_waiting == 1)
+        c.send(json.dumps({"kind": "cancel", "id": "wait"}))
+        assert recv(c, 5)["finish_reason"] == "cancelled"
+        (waiting,) = engine.by_client_id("wait")
+        eventually(lambda: waiting.state == "finished")
+        assert waiting.finish_reason == "abort" and waiting.started_s is None and waiting.tokens == []
+        assert engine.stats.num_waiting == 0 and engine.stats.num_running == 1
+        a.send(json.dumps({"kind": "cancel", "id": "run"}))
+        assert recv(a, 5)["finish_reason"] == "cancelled"
+        eventually(lambda: engine.stats.num_running == 0)
+
+
+# ── a bad frame is a typed error; the session goes on
+
+@pytest.mark.parametrize("frame, code_", [
+    ("{not json", "bad_json"),
+    ('{"kind": "complete", "id": "t1", "prefix": "def f(', "bad_json"),                   # truncated
+    ('{"kind": "complete", "id": "t2", "prefix": "x", "max_tokens": "ten"}', "wrong_type"),
+    ('{"kind": "complete", "id": "t3", "prefix": 42}', "wrong_type"),
+    ('{"kind": "complete", "id": "t4"}', "missing_field"),
+    ('{"kind": "explode", "id": "t5"}', "unknown_kind"),
+    ('{"id": "t6"}', "missing_field"),
+    ("[1, 2, 3]", "bad_json"),
+    (b"\xff\xfe\x00 not utf-8", "not_utf8"),                                               # binary frame
+    ("OVERSIZED", "frame_too_large"),
+    ('{"kind": "welcome", "protocol_version": 1, "session_id": "x"}', "unknown_kind"),   # server-only kind
+    ('{"kind": "complete", "id": "t7", "prefix": "x", "max_tokens": 100000}', "max_tokens_too_large"),
+    ('{"kind": "hello", "protocol_version": 1}', "bad_value"),                            # a second hello
+    ('{"kind": "complete", "id": "t8", "prefix": "x", "temperature": 9}', "bad_value"),
+])
+def test_a_bad_frame_gets_a_typed_error_and_the_session_keeps_working(plain, frame, code_):
+    ws, welcome = open_session(plain.ws_url)
+    with ws:
+        if frame == "OVERSIZED":
+            frame = json.dumps({"kind": "complete", "id": "big", "prefix": "x" * (welcome["max_frame_bytes"] + 10)})
+        ws.send(frame)
+        err = recv(ws, 5)
+        assert err["kind"] == "error" and err["code"] == code_ and err["message"], err
+        r = complete(ws, "ok", "def add(a, b):\n    return", max_tokens=4, timeout_s=10)
+        assert r.kind == "done" and r.finish_reason in ("stop", "length") and r.text
+
+
+def test_a_duplicate_id_is_refused_while_the_first_runs(fake_backend):
+    b, engine, clock = held(fake_backend)
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        ws.send(json.dumps({"kind": "complete", "id": "dup", "prefix": "x = ", "max_tokens": 8}))
+        ws.send(json.dumps({"kind": "complete", "id": "dup", "prefix": "y = ", "max_tokens": 2}))
+        err = recv(ws, 5)
+        assert err == {"kind": "error", "code": "duplicate_id", "message": err["message"], "id": "dup"}
+        for _ in range(8):
+            clock.step(1.0)
+        r = read_until_terminal(ws, "dup", timeout_s=5)
+        assert r.kind == "done" and r.finish_reason == "length" and r.chunks == 8
+        assert len(engine.requests) == 1
+
+
+def test_a_wrong_protocol_version_closes_the_session_with_4400(plain):
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    with connect(plain.ws_url) as ws:
+        ws.send(json.dumps({"kind": "hello", "protocol_version": 99}))
+        err = json.loads(ws.recv(timeout=5))
+        assert err["kind"] == "error" and err["code"] == "version_mismatch"
+        with pytest.raises(ConnectionClosed) as ei:
+            ws.recv(timeout=5)
+        assert ei.value.rcvd.code == 4400
+
+
+# ── what a done frame says
+
+def test_done_carries_the_timing_breakdown(fake_backend):
+    b = fake_backend(FakeEngine(Settings(spec_method="off"), script=FOREVER, ttft_s=0.01, per_token_s=0.002))
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        t0 = time.perf_counter()
+        r = complete(ws, "t", "import os\n\ndef main():\n    ", max_tokens=6, timeout_s=10)
+        elapsed_ms = (time.perf_counter() - t0) * 1000
+    t = r.terminal["timing"]
+    assert r.finish_reason == "length" and r.chunks == 6 and t["output_tokens"] == 6
+    assert t["prompt_tokens"] > 5 and t["cached_tokens"] == 0
+    assert t["queue_ms"] >= 0 and t["tokenize_ms"] > 0 and t["ttft_ms"] > 0
+    assert t["first_decode_ms"] > 0 and t["generate_ms"] >= t["first_decode_ms"] and t["tokens_per_s"] > 0
+    assert t["queue_ms"] + t["ttft_ms"] + t["generate_ms"] <= t["total_ms"] + 1
+    assert t["total_ms"] <= elapsed_ms                      # the client's view includes the network
+
+
+def test_a_stop_string_and_max_tokens_reach_the_engine(fake_backend):
+    words = lambda prompt: iter(["    a", " =", " 1", "\n", "    b", " =", " 2", "\n"])  # noqa: E731
+    b = fake_backend(FakeEngine(Settings(spec_method="off"), script=words))
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        r = complete(ws, "s", "def f():\n", max_tokens=32, stop=["\n"], timeout_s=10)
+        assert r.finish_reason == "stop" and r.text == "    a = 1"
+        r = complete(ws, "l", "def f():\n", max_tokens=2, timeout_s=10)
+        assert r.finish_reason == "length" and r.text == "    a ="
+        r = complete(ws, "e", "def f():\n", max_tokens=32, timeout_s=10)
+        assert r.finish_reason == "stop" and r.text == "    a = 1\n    b = 2\n"
+
+
+# ── health
+
+def test_healthz_and_readyz_follow_the_engine_from_start_to_death(fake_backend):
+    gate = threading.Event()
+    s = Settings(spec_method="off")
+    engine = FakeEngine(s, hold_start=gate)
+    b = fake_backend(engine, wait_ready=False)
+    status, body = http_get(f"{b.http_url}/healthz")
+    assert status == 200 and json.loads(body)["status"] == "ok"            # starting is alive
+    status, body = http_get(f"{b.http_url}/readyz")
+    assert status == 503 and json.loads(body) == {"ready": False, "reason": "engine starting"}
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        r = complete(ws, "early", "x = ", max_tokens=2, timeout_s=5)
+        assert r.kind == "error" and r.code == "engine_unavailable"
+        gate.set()
+        eventually(lambda: engine.ready)
+        status, body = http_get(f"{b.http_url}/readyz")
+        assert status == 200 and json.loads(body)["ready"] is True
+        engine.die()
+        status, body = http_get(f"{b.http_url}/healthz")
+        assert status == 503 and json.loads(body) == {"status": "engine_dead", "reason": "engine core died"}
+        assert http_get(f"{b.http_url}/readyz")[0] == 503
+        r = complete(ws, "late", "x = ", max_tokens=2, timeout_s=5)
+        assert r.kind == "error" and r.code == "engine_unavailable"
+
+
+def test_the_engine_dying_mid_stream_ends_the_request_with_a_typed_error(fake_backend):
+    b, engine, clock = held(fake_backend)
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        ws.send(json.dumps({"kind": "complete", "id": "x", "prefix": "import os\n", "max_tokens": 256}))
+        first_chunk(b, engine, clock, ws, "x")
+        b.call(engine.die)
+        err = recv(ws, 5)
+        assert err["kind"] == "error" and err["id"] == "x" and err["code"] == "engine_unavailable"
+        assert "Traceback" not in err["message"]
+        assert_silent(ws)
+    assert b.backend.service.live_count == 0
+
+
+def test_an_engine_that_fails_to_start_turns_healthz_red(fake_backend):
+    b = fake_backend(FakeEngine(Settings(spec_method="off"), start_error="OSError: no model"), wait_ready=False)
+    eventually(lambda: http_get(f"{b.http_url}/healthz")[0] == 503)
+    status, body = http_get(f"{b.http_url}/readyz")
+    assert status == 503 and json.loads(body)["reason"] == "OSError: no model"
