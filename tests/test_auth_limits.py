@@ -2,7 +2,8 @@
 session-scoped request ids, the per-user rate limit and the frame/prompt/max_tokens limits — all over TLS
 (wss:// and https:// with a self-signed certificate), which is how an operator runs it.
 
-One extra backend (auth on, TLS, small limits) serves the whole module.
+One extra backend (auth on, TLS, small limits) serves the whole module: the real server (uvicorn, TLS, WebSockets)
+in this process over the fake engine — auth and limits are our code, not vLLM's.
 """
 from __future__ import annotations
 
@@ -22,10 +23,12 @@ import openai
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
-from tests.conftest import ARTIFACTS, REPO, RunningBackend, start_backend, stop_backend
+from backend.fake_engine import FakeEngine
+from backend.launch import InProcessBackend
+from backend.settings import Settings
+from tests.conftest import REPO
 from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 USERS = ("alice", "bob", "flood", "limits", "openai")
 RATE_PER_S, BURST = 2.0, 4
@@ -62,7 +65,7 @@ def issue_token(tokens_file, user: str) -> str:
 
 
 class Secure:
-    def __init__(self, backend: RunningBackend, tokens: dict[str, str], ctx: ssl.SSLContext, cert_path, tokens_file):
+    def __init__(self, backend: InProcessBackend, tokens: dict[str, str], ctx: ssl.SSLContext, cert_path, tokens_file):
         self.backend, self.tokens, self.ctx, self.cert_path, self.tokens_file = backend, tokens, ctx, cert_path, tokens_file
 
     def session(self, user: str, **kw):
@@ -75,15 +78,15 @@ def secure(tmp_path_factory) -> Secure:
     cert, key, tokens_file = d / "cert.pem", d / "key.pem", d / "tokens"
     make_self_signed(cert, key)
     tokens = {u: issue_token(tokens_file, u) for u in USERS}
-    b = start_backend(ARTIFACTS / "logs" / "backend-secure.log", "spec_method=off", f"auth_tokens_file={tokens_file}",
-                      f"ssl_certfile={cert}", f"ssl_keyfile={key}", "replica_id=secure",
-                      f"rate_limit_per_s={RATE_PER_S}", f"rate_limit_burst={BURST}",
-                      f"max_frame_bytes={MAX_FRAME_BYTES}", f"max_prompt_chars={MAX_PROMPT_CHARS}",
-                      f"max_tokens_limit={MAX_TOKENS}")
+    s = Settings(spec_method="off", auth_tokens_file=tokens_file, ssl_certfile=cert, ssl_keyfile=key,
+                 replica_id="secure", rate_limit_per_s=RATE_PER_S, rate_limit_burst=BURST,
+                 max_frame_bytes=MAX_FRAME_BYTES, max_prompt_chars=MAX_PROMPT_CHARS, max_tokens_limit=MAX_TOKENS,
+                 shutdown_drain_s=0.5)
+    b = InProcessBackend(s, FakeEngine(s)).start()
     assert b.tls and b.ws_url.startswith("wss://")
     ctx = ssl.create_default_context(cafile=str(cert))
     yield Secure(b, tokens, ctx, cert, tokens_file)
-    stop_backend(b)
+    b.stop()
 
 
 def expect_close(fn) -> ConnectionClosed:

@@ -8,6 +8,8 @@ mixed with valid `complete`, `cancel` and `telemetry` frames. After each frame w
   * a valid `cancel`/`telemetry` → nothing (a `sentinel` frame that must come back as `unknown_kind` proves it);
   * never an `internal` error (that is our catch-all for a bug), never a closed connection.
 Afterwards the same session still completes, and a second phase fuzzes the handshake (frames before hello).
+The server is the real one (uvicorn, WebSockets) in this process over the fake engine: the session, codec and
+service are what is fuzzed, not vLLM.
 """
 from __future__ import annotations
 
@@ -20,10 +22,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from backend.fake_engine import FakeEngine
+from backend.launch import InProcessBackend
+from backend.settings import Settings
 from protocol import Complete, ErrorCode, Hello, ProtocolError, decode
 from tests.ws_helpers import complete, open_session, recv
 
-pytestmark = [pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 N_FRAMES = 10_000
 N_HANDSHAKES = 400
@@ -40,6 +45,13 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_
                                                             st.dictionaries(st.text(max_size=8), inner, max_size=4)),
                            max_leaves=5)
 ids = st.text(st.characters(codec="utf-8"), min_size=1, max_size=24)
+
+
+@pytest.fixture(scope="module")
+def backend():
+    s = Settings(spec_method="off", replica_id="fuzz", shutdown_drain_s=0.5)
+    with InProcessBackend(s, FakeEngine(s)) as b:
+        yield b
 
 
 def valid_complete(rid: str, **over) -> dict:
