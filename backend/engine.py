@@ -7,6 +7,7 @@ The service, session and OpenAI endpoint import only this module, never vLLM.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Protocol
 
@@ -14,6 +15,9 @@ from tokenizers import Tokenizer
 
 from backend.fim import FimTemplate
 from backend.settings import Settings
+
+
+log = logging.getLogger("quickcode.engine")
 
 
 @dataclass
@@ -81,4 +85,6 @@ class Engine(Protocol):
 def load_tokenizer(settings: Settings) -> tuple[Tokenizer, FimTemplate]:
     """The target model folder's tokenizer and FIM template (the prompt is built from ids on our side)."""
     tok = Tokenizer.from_file(str(settings.target_path / "tokenizer.json"))
-    return tok, FimTemplate.load(settings.target_path, tok, settings.fim_order)
+    template = FimTemplate.load(settings.target_path, tok, settings.fim_order, settings.fim_template)
+    log.info("FIM template %s (order %s)", template.name, template.order)
+    return tok, template

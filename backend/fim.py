@@ -1,25 +1,29 @@
 """Fill-in-the-middle prompts: prefix/suffix/snippets → token ids, cut to the prompt budget.
 
-The template comes from the model folder's `quickcode_fim.json` (written by draft_model; StarCoder-style
-token names are the fallback). Parts are tokenized separately and concatenated, as in training. When the
-prompt is over budget the suffix keeps its head and the prefix keeps its tail, both cut at line boundaries,
-so the cut moves rarely and vLLM's prefix cache keeps hitting while the user types.
+The template comes from the model folder's `quickcode_fim.json` (written by draft_model), else from a model
+family's preset (`PRESETS`: StarCoder/StarCoder2, Qwen2.5-Coder, DeepSeek-Coder, CodeLlama, Codestral,
+CodeGemma) named in the settings or detected from the tokenizer's special tokens. Parts are tokenized
+separately and concatenated, as in training. When the prompt is over budget the suffix keeps its head and the
+prefix keeps its tail, both cut at line boundaries, so the cut moves rarely and vLLM's prefix cache keeps
+hitting while the user types.
 
 Tokenizing a 2,048-token context costs ~5 ms of CPU on this machine, so text is tokenized in segments, one per
 line, cached by content: a prompt that grew by a keystroke re-encodes one line. A segment starts at a newline
-that follows a non-space character, where a GPT-2-style byte-level pre-tokenizer always starts a new piece,
-so the segments' ids concatenate to exactly the ids of the whole text; this is verified for each tokenizer on
-load, and a tokenizer for which it does not hold is used whole (the old way).
+that follows a non-space character, where a GPT-2-style byte-level pre-tokenizer always starts a new piece
+(for tiktoken-style pre-tokenizers — Qwen2.5, DeepSeek — at the start of a line with content instead), so the
+segments' ids concatenate to exactly the ids of the whole text; this is verified for each tokenizer on load,
+and a tokenizer for which neither holds is used whole (the old way).
 
 Segments never seen are encoded by tiktoken's BPE over the same vocabulary and merges (`FastBPE`, ~2.5× faster
-than `Tokenizer.encode`) when the tokenizer is a plain GPT-2-style byte-level BPE and gives identical ids on the
-verification texts; otherwise by the tokenizer itself. Text that spells a special token (`<fim_prefix>` written
-in a file) stays text on the fast path.
+than `Tokenizer.encode`) when the tokenizer is a byte-level BPE with one regex (GPT-2's, or one Split as
+Qwen2.5's) and gives identical ids on the verification texts; otherwise by the tokenizer itself. Text that
+spells a special token (`<fim_prefix>` written in a file) stays text on the fast path.
 """
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -34,25 +38,105 @@ _COMMENT = {  # line-comment marker per language id, for snippets from other fil
 
 
 @dataclass(frozen=True)
+class FimPreset:
+    """A model family's FIM prompt, by token names. `eot`, `bos` and `stops` list candidates: the ones the
+    tokenizer has are used. Sources: each family's model card / tokenizer_config.json (see docs/operators.md)."""
+    name: str
+    prefix: str
+    suffix: str
+    middle: str | None           # None: the model writes right after the prefix (Codestral's [SUFFIX]…[PREFIX]…)
+    order: str                   # "psm" | "spm" (suffix part first)
+    eot: tuple[str, ...]
+    bos: tuple[str, ...] = ()    # prepended to every prompt (vLLM adds nothing to a prompt given as ids)
+    stops: tuple[str, ...] = ()  # more tokens that end a completion (the next file, padding)
+    file: str | None = None      # file separator: other files' snippets as `<file>path\ntext\n` blocks
+    repo: str | None = None      # repository-name token (recorded; no repository name travels on the wire)
+    requires: tuple[str, ...] = ()   # tokens that tell this family from another with the same FIM tokens
+
+
+# Most specific first: CodeGemma and Qwen2.5-Coder share the FIM token names and differ by their other tokens.
+PRESETS: tuple[FimPreset, ...] = (
+    FimPreset("codegemma", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<eos>",), ("<bos>",),
+              ("<|file_separator|>",), file="<|file_separator|>", requires=("<|file_separator|>",)),
+    FimPreset("qwen2.5-coder", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<|endoftext|>",), (),
+              ("<|fim_pad|>", "<|file_sep|>", "<|im_end|>"), file="<|file_sep|>", repo="<|repo_name|>"),
+    FimPreset("deepseek-coder", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "psm",
+              ("<｜end▁of▁sentence｜>",), ("<｜begin▁of▁sentence｜>",), ("<|EOT|>",)),
+    FimPreset("codellama", "▁<PRE>", "▁<SUF>", "▁<MID>", "psm", ("▁<EOT>", "</s>"), ("<s>",), ("</s>",)),
+    FimPreset("codestral", "[PREFIX]", "[SUFFIX]", None, "spm", ("</s>",), ("<s>",)),
+    FimPreset("starcoder2", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "psm", ("<|endoftext|>",), (),
+              ("<file_sep>",), file="<file_sep>", repo="<repo_name>", requires=("<file_sep>",)),
+    FimPreset("starcoder", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "psm", ("<|endoftext|>",), (),
+              ("<filename>",), file="<filename>", repo="<reponame>"),
+)
+
+
+def _has(tok: Tokenizer, name: str | None) -> bool:
+    return name is not None and tok.token_to_id(name) is not None
+
+
+def detect_preset(tok: Tokenizer) -> FimPreset | None:
+    """The first preset whose FIM tokens (and distinguishing tokens) the tokenizer has, with an end token."""
+    for p in PRESETS:
+        if all(_has(tok, n) for n in (p.prefix, p.suffix, p.middle or p.prefix, *p.requires)) and any(
+                _has(tok, e) for e in p.eot):
+            return p
+    return None
+
+
+@dataclass(frozen=True)
 class FimTemplate:
     prefix_id: int
     suffix_id: int
-    middle_id: int
+    middle_id: int | None        # None: no middle token (the completion follows the last part)
     eot_id: int
     order: str  # "psm" | "spm"
+    name: str = "custom"
+    bos_id: int | None = None
+    file_id: int | None = None
+    repo_id: int | None = None
+    stop_ids: tuple[int, ...] = ()   # every token that ends a completion, eot included
 
     @classmethod
-    def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto") -> "FimTemplate":
+    def from_preset(cls, p: FimPreset, tok: Tokenizer, order: str = "auto") -> "FimTemplate":
+        ids = lambda names: [i for i in (tok.token_to_id(n) for n in names) if i is not None]   # noqa: E731
+        eot = ids(p.eot)[0]
+        return cls(tok.token_to_id(p.prefix), tok.token_to_id(p.suffix),
+                   tok.token_to_id(p.middle) if p.middle else None, eot, p.order if order == "auto" else order,
+                   p.name, (ids(p.bos) or [None])[0], tok.token_to_id(p.file) if p.file else None,
+                   tok.token_to_id(p.repo) if p.repo else None, tuple(dict.fromkeys([eot, *ids(p.stops)])))
+
+    @classmethod
+    def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto", preset: str = "auto") -> "FimTemplate":
+        """The model folder's `quickcode_fim.json` if it has one (what draft_model writes), else the preset
+        named by `preset`, else the one detected from the tokenizer's special tokens."""
         f = model_dir / "quickcode_fim.json"
-        spec = json.loads(f.read_text()) if f.exists() else {
-            "prefix_token": "<fim_prefix>", "suffix_token": "<fim_suffix>", "middle_token": "<fim_middle>",
-            "eot_token": "<|endoftext|>", "order": "psm"}
-        ids = {k: tok.token_to_id(spec[k]) for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")}
-        missing = [spec[k] for k, v in ids.items() if v is None]
-        if missing:
-            raise ValueError(f"{model_dir}: tokenizer lacks FIM tokens {missing}; set the template in quickcode_fim.json")
-        return cls(ids["prefix_token"], ids["suffix_token"], ids["middle_token"], ids["eot_token"],
-                   spec.get("order", "psm") if order == "auto" else order)
+        if preset == "auto" and f.exists():
+            spec = json.loads(f.read_text())
+            names = {k: spec[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")}
+            found = {k: tok.token_to_id(v) for k, v in names.items()}
+            missing = [names[k] for k, v in found.items() if v is None]
+            if missing:
+                raise ValueError(f"{f}: the tokenizer lacks the FIM tokens {missing}")
+            return cls(found["prefix_token"], found["suffix_token"], found["middle_token"], found["eot_token"],
+                       spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
+                       stop_ids=(found["eot_token"],))
+        if preset != "auto":
+            chosen = next((p for p in PRESETS if p.name == preset), None)
+            if chosen is None:
+                raise ValueError(f"unknown FIM preset {preset!r}; known: {', '.join(p.name for p in PRESETS)}")
+            if not all(_has(tok, n) for n in (chosen.prefix, chosen.suffix, chosen.middle or chosen.prefix)):
+                raise ValueError(f"{model_dir}: the tokenizer lacks the {preset} FIM tokens")
+        else:
+            chosen = detect_preset(tok)
+            if chosen is None:
+                raise ValueError(f"{model_dir}: no known FIM tokens in the tokenizer (presets: "
+                                 f"{', '.join(p.name for p in PRESETS)}); write quickcode_fim.json")
+        return cls.from_preset(chosen, tok, order)
+
+    def special_ids(self) -> set[int]:
+        return {i for i in (self.prefix_id, self.suffix_id, self.middle_id, self.bos_id, self.file_id,
+                            self.repo_id, *self.stop_ids) if i is not None}
 
 
 def render_snippets(snippets: list[tuple[str, str]], language: str) -> str:
@@ -71,13 +155,28 @@ _VERIFY_TEXT = (
     "    x = (1 +\n         2)\n@dec\ndef g():\n  pass\n\n\n# end\n  \n")
 
 
-def split_segments(text: str) -> list[str]:
-    """`text` cut before every newline that follows a non-space character (`_SEGMENT_START.split`, faster)."""
-    return list(segments_from_start(text))
+def split_segments(text: str, mode: str = "newline") -> list[str]:
+    """`text` cut before every newline that follows a non-space character (`_SEGMENT_START.split`, faster); or,
+    mode "line_start", after every newline that starts a line with content (see `_LINE_START`)."""
+    return list(segments_from_start(text, mode))
 
 
-def segments_from_start(text: str):
+# Tiktoken-style pre-tokenizers (Qwen2.5, DeepSeek, Llama 3…) keep a newline with the punctuation before it
+# (`)\n`) and whitespace runs that end in newlines together, but always start a new piece after the last
+# newline before a line's content: cut there. A newline followed by a line of only spaces is not a cut.
+_LINE_START = re.compile(r"(?<=\n)(?=[ \t]*[^\s])")
+
+
+def segments_from_start(text: str, mode: str = "newline"):
     """The segments of `text`, first to last, found lazily (the suffix needs only its head)."""
+    if mode == "line_start":
+        start = 0
+        for m in _LINE_START.finditer(text):
+            if m.start() > start:
+                yield text[start:m.start()]
+                start = m.start()
+        yield text[start:]
+        return
     start, pos = 0, text.find("\n", 1)
     while pos > 0:
         if not text[pos - 1].isspace():
@@ -87,8 +186,11 @@ def segments_from_start(text: str):
     yield text[start:]
 
 
-def segments_from_end(text: str):
+def segments_from_end(text: str, mode: str = "newline"):
     """The segments of `text`, last to first, found lazily (the prefix needs only its tail)."""
+    if mode == "line_start":
+        yield from reversed(list(segments_from_start(text, mode)))
+        return
     end, pos = len(text), text.rfind("\n")
     while pos > 0:
         if not text[pos - 1].isspace():
@@ -115,7 +217,7 @@ class FastBPE:
     trainer writes: every merge's token after the tokens it joins), the ids themselves are the ranks, and
     tiktoken's output needs no Python pass to map it back (~15% of a cold prompt's tokenization here)."""
 
-    def __init__(self, spec: dict):
+    def __init__(self, spec: dict, pattern: str = _GPT2_PATTERN, nfc: bool = False):
         import tiktoken
 
         u2b = _gpt2_byte_to_unicode()
@@ -141,26 +243,42 @@ class FastBPE:
                     self._id_of[r] = i
             if -1 in self._id_of:
                 raise ValueError("a merge's result is not in the vocabulary")
-        self._enc = tiktoken.Encoding("quickcode-bpe", pat_str=_GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={})
-        self.encode = self._enc.encode_ordinary if self._id_of is None else self._encode_mapped
+        self._enc = tiktoken.Encoding("quickcode-bpe", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        self._nfc = nfc
+        self.encode = self._enc.encode_ordinary if self._id_of is None and not nfc else self._encode_mapped
 
     @classmethod
     def for_tokenizer(cls, tok: Tokenizer) -> "FastBPE | None":
-        """A FastBPE when `tok` is a plain GPT-2-style byte-level BPE (no normalizer, GPT-2 regex); else None."""
+        """A FastBPE when `tok` is a byte-level BPE that tiktoken can run: GPT-2's (ByteLevel with its regex), or
+        one regex split then ByteLevel without its own (Qwen2.5's tiktoken-style tokenizer.json), with no
+        normalizer or NFC; else None."""
         spec = json.loads(tok.to_str())
-        pre, model = spec.get("pre_tokenizer") or {}, spec.get("model") or {}
-        if (model.get("type") != "BPE" or spec.get("normalizer") or pre.get("type") != "ByteLevel"
-                or not pre.get("use_regex", True) or pre.get("add_prefix_space") or model.get("dropout")
-                or model.get("continuing_subword_prefix") or model.get("end_of_word_suffix")):
+        pre, model, norm = spec.get("pre_tokenizer") or {}, spec.get("model") or {}, spec.get("normalizer")
+        if (model.get("type") != "BPE" or model.get("dropout") or model.get("continuing_subword_prefix")
+                or model.get("end_of_word_suffix") or (norm and norm.get("type") != "NFC")):
+            return None
+        if pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
+            pattern = _GPT2_PATTERN
+        elif pre.get("type") == "Sequence" and [p.get("type") for p in pre.get("pretokenizers", [])] == [
+                "Split", "ByteLevel"]:
+            split, level = pre["pretokenizers"]
+            if (split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split.get("pattern", {})
+                    or level.get("use_regex", True) or level.get("add_prefix_space")):
+                return None
+            pattern = split["pattern"]["Regex"]
+        else:
             return None
         try:
-            return cls(spec)
+            return cls(spec, pattern, nfc=bool(norm))
         except (ImportError, ValueError, KeyError):
             return None
 
     def _encode_mapped(self, text: str) -> list[int]:
+        if self._nfc:
+            text = unicodedata.normalize("NFC", text)
+        ranks = self._enc.encode_ordinary(text)
         id_of = self._id_of
-        return [id_of[r] for r in self._enc.encode_ordinary(text)]
+        return ranks if id_of is None else [id_of[r] for r in ranks]
 
 
 class SegmentCache:
@@ -174,11 +292,15 @@ class SegmentCache:
         if fast is not None and all(fast.encode(t) == self._encode(t) for t in _verify_texts()):
             self._encode = fast.encode
         self.fast = fast is not None and self._encode == fast.encode
-        self.enabled = self._concatenates(_VERIFY_TEXT) and self._concatenates(_VERIFY_TEXT.replace("\n", "\n\n "))
+        self.mode, self.enabled = "newline", False
+        for mode in ("newline", "line_start"):       # the first way of cutting that is exact for this tokenizer
+            if all(self._concatenates(t, mode) for t in _verify_texts() + [_VERIFY_TEXT.replace("\n", "\n\n ")]):
+                self.mode, self.enabled = mode, True
+                break
 
-    def _concatenates(self, text: str) -> bool:
+    def _concatenates(self, text: str, mode: str) -> bool:
         whole = self.tok.encode(text).ids
-        return whole == [i for seg in split_segments(text) for i in self._encode(seg)]
+        return whole == [i for seg in split_segments(text, mode) for i in self._encode(seg)]
 
     def encode(self, segment: str) -> list[int]:
         ids = self.ids.get(segment)
@@ -214,7 +336,7 @@ def _keep_tail(tok: Tokenizer, text: str, budget: int) -> list[int]:
     if cache is not None:
         kept: list[list[int]] = []
         total = 0
-        for seg in segments_from_end(text):          # newest lines first: stop at the budget
+        for seg in segments_from_end(text, cache.mode):    # newest lines first: stop at the budget
             ids = cache.encode(seg)
             if total + len(ids) > budget:
                 if not kept:                 # one line longer than the budget: cut inside it
@@ -233,7 +355,7 @@ def _keep_head(tok: Tokenizer, text: str, budget: int) -> list[int]:
     cache = segment_cache(tok)
     if cache is not None:
         out: list[int] = []
-        for seg in segments_from_start(text):
+        for seg in segments_from_start(text, cache.mode):
             ids = cache.encode(seg)
             if len(out) + len(ids) > budget:
                 return out or _keep_head_whole(tok, seg, budget)
@@ -307,15 +429,39 @@ def uses_fim(policy: str, suffix: str) -> bool:
     return bool((suffix if nl < 0 else suffix[:nl]).strip())
 
 
+def _file_blocks(tok: Tokenizer, t: FimTemplate, files: list[tuple[str, str]], path: str, budget: int) -> list[int]:
+    """Other files in the family's repository format (`<file>path\ntext\n` each, then `<file>path\n` of the
+    file being edited), the last files kept first when over `budget`, the oldest kept one cut to its tail."""
+    head = [t.file_id, *tok.encode(f"{path}\n").ids] if path else []
+    left = budget - len(head)
+    blocks: list[list[int]] = []
+    for p, text in reversed(files):
+        ids = [t.file_id, *tok.encode(f"{p}\n").ids]
+        if left - len(ids) < 8:            # not even a few lines of this file: stop here
+            break
+        body = _keep_tail(tok, text if text.endswith("\n") else text + "\n", left - len(ids))
+        blocks.append(ids + body)
+        left -= len(ids) + len(body)
+    return [*chain.from_iterable(reversed(blocks)), *head] if left >= 0 else []
+
+
 def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_prompt_tokens: int,
-                 snippets_text: str = "", fim_policy: str = "always") -> list[int]:
-    """The prompt for one completion. Budget: suffix ≤ 1/4, snippets ≤ 1/4, the prefix takes the rest."""
-    budget = max_prompt_tokens - 4
-    snip = _keep_tail(tok, snippets_text, budget // 4) if snippets_text else []
+                 snippets_text: str = "", fim_policy: str = "always", files: list[tuple[str, str]] | None = None,
+                 path: str = "") -> list[int]:
+    """The prompt for one completion. Budget: suffix ≤ 1/4, snippets ≤ 1/4, the prefix takes the rest.
+    Other files come as `files` (path, text) for a template with a file token, else as `snippets_text`."""
+    bos = [t.bos_id] if t.bos_id is not None else []
+    budget = max_prompt_tokens - 4 - len(bos)
+    if files and t.file_id is not None:
+        snip, ctx = [], _file_blocks(tok, t, files, path, budget // 4)
+    else:
+        snip, ctx = (_keep_tail(tok, snippets_text, budget // 4) if snippets_text else []), []
+    used = len(snip) + len(ctx)
     if not uses_fim(fim_policy, suffix):
-        return [*snip, *_keep_tail(tok, prefix, budget - len(snip))]
+        return [*bos, *ctx, *snip, *_keep_tail(tok, prefix, budget - used)]
     suf = _keep_head(tok, suffix, budget // 4) if suffix else []
-    pre = _keep_tail(tok, prefix, budget - len(suf) - len(snip))
+    pre = _keep_tail(tok, prefix, budget - len(suf) - used)
+    mid = [t.middle_id] if t.middle_id is not None else []
     if t.order == "spm":
-        return [t.suffix_id, *suf, t.prefix_id, *snip, *pre, t.middle_id]
-    return [t.prefix_id, *snip, *pre, t.suffix_id, *suf, t.middle_id]
+        return [*bos, *ctx, t.suffix_id, *suf, t.prefix_id, *snip, *pre, *mid]
+    return [*bos, *ctx, t.prefix_id, *snip, *pre, t.suffix_id, *suf, *mid]

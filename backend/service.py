@@ -99,12 +99,15 @@ class CompletionService:
         key = (session_id, msg.id)
         self._validate(key, session_id, user, msg)
         t0 = time.perf_counter()
-        snippets = render_snippets([(s.path, s.text) for s in msg.snippets], msg.language) if msg.snippets else ""
+        template = self.engine.template
+        files = [(s.path, s.text) for s in msg.snippets]
+        # other files: in the family's own file-separator format where it has one, else as comments
+        snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
         max_tokens = 1 if msg.prefill_only else msg.max_tokens
         budget = min(self.s.max_prompt_tokens, self.engine.max_model_len - max_tokens - 1)
         prefix, healed = heal(msg.prefix) if self.s.heal_space else (msg.prefix, "")
-        ids = build_prompt(self.engine.tokenizer, self.engine.template, prefix, msg.suffix, budget, snippets,
-                           self.s.fim_policy)
+        ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
+                           self.s.fim_policy, files=files if template.file_id is not None else None, path=msg.path)
         now = time.perf_counter()
         req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now,
                       healed=Healed(healed))

@@ -36,7 +36,11 @@ class Settings(BaseSettings):
     # faster still there, see benchmarks/reports/draft.md). The GPU profile uses 5 (configs/gpu-13b-int8.toml).
     num_speculative_tokens: int = 2
     served_model_name: str = "quickcode-embedded"
-    fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the model folder's quickcode_fim.json
+    fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the template's (quickcode_fim.json or preset)
+    # auto: the model folder's quickcode_fim.json, else the preset detected from the tokenizer's special tokens;
+    # or a preset by name (backend/fim.py PRESETS; the table in docs/operators.md)
+    fim_template: Literal["auto", "codegemma", "qwen2.5-coder", "deepseek-coder", "codellama", "codestral",
+                          "starcoder2", "starcoder"] = "auto"
     # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
     # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real models)
     fim_policy: Literal["always", "mid_line"] = "mid_line"

@@ -1,0 +1,121 @@
+"""FIM template presets: detected from a tokenizer's special tokens, laid out in each family's order.
+
+Token names and layouts are the families' own (model cards / tokenizer_config.json of StarCoder, StarCoder2,
+Qwen2.5-Coder, DeepSeek-Coder, CodeLlama, Codestral, CodeGemma; the table in docs/operators.md). Synthetic
+tokenizers carry each family's special tokens over a word vocabulary; the real Qwen2.5 and DeepSeek
+vocabularies (registry packages, tests/vocab.py) are detected too.
+"""
+from __future__ import annotations
+
+import pytest
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+from backend import fim
+from tests import vocab
+from tests.conftest import REPO
+
+WORDS = ["[UNK]", "a", "b", "c", "d", "x.py", "y.py", "main.py"]
+FAMILIES = {
+    "codegemma": ["<bos>", "<eos>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|file_separator|>"],
+    "qwen2.5-coder": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|fim_prefix|>", "<|fim_middle|>",
+                      "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"],
+    "deepseek-coder": ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜fim▁hole｜>", "<｜fim▁begin｜>",
+                       "<｜fim▁end｜>", "<|EOT|>"],
+    "codellama": ["<s>", "</s>", "▁<PRE>", "▁<MID>", "▁<SUF>", "▁<EOT>"],
+    "codestral": ["<s>", "</s>", "[INST]", "[/INST]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]"],
+    "starcoder2": ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>", "<repo_name>",
+                   "<file_sep>"],
+    "starcoder": ["<|endoftext|>", "<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>", "<filename>",
+                  "<gh_stars>", "<reponame>"],
+}
+
+
+def family_tokenizer(specials: list[str]) -> Tokenizer:
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    return tok
+
+
+def ids(tok: Tokenizer, *names: str) -> list[int]:
+    return [tok.token_to_id(n) for n in names]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_is_detected_from_its_special_tokens(family):
+    tok = family_tokenizer(FAMILIES[family])
+    assert fim.detect_preset(tok).name == family
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert t.name == family and t.eot_id in t.stop_ids
+
+
+def test_no_known_fim_tokens_is_a_clear_error():
+    tok = family_tokenizer(["<|endoftext|>"])
+    assert fim.detect_preset(tok) is None
+    with pytest.raises(ValueError, match="no known FIM tokens"):
+        fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    with pytest.raises(ValueError, match="unknown FIM preset"):
+        fim.FimTemplate.load(REPO / "no-such-model-folder", tok, preset="gpt-5")
+    with pytest.raises(ValueError, match="lacks the codestral FIM tokens"):
+        fim.FimTemplate.load(REPO / "no-such-model-folder", family_tokenizer(FAMILIES["starcoder2"]), preset="codestral")
+
+
+@pytest.mark.parametrize("family, layout", [
+    ("qwen2.5-coder", ["<|fim_prefix|>", "a", "b", "<|fim_suffix|>", "c", "<|fim_middle|>"]),
+    ("codegemma", ["<bos>", "<|fim_prefix|>", "a", "b", "<|fim_suffix|>", "c", "<|fim_middle|>"]),
+    ("deepseek-coder", ["<｜begin▁of▁sentence｜>", "<｜fim▁begin｜>", "a", "b", "<｜fim▁hole｜>", "c", "<｜fim▁end｜>"]),
+    ("codellama", ["<s>", "▁<PRE>", "a", "b", "▁<SUF>", "c", "▁<MID>"]),
+    ("codestral", ["<s>", "[SUFFIX]", "c", "[PREFIX]", "a", "b"]),          # no middle token: it writes on
+    ("starcoder2", ["<fim_prefix>", "a", "b", "<fim_suffix>", "c", "<fim_middle>"]),
+    ("starcoder", ["<fim_prefix>", "a", "b", "<fim_suffix>", "c", "<fim_middle>"]),
+])
+def test_prompt_layout_per_family(family, layout):
+    tok = family_tokenizer(FAMILIES[family])
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert fim.build_prompt(tok, t, "a b", "c", 100) == ids(tok, *layout)
+
+
+@pytest.mark.parametrize("family, stops", [
+    ("qwen2.5-coder", ["<|endoftext|>", "<|fim_pad|>", "<|file_sep|>", "<|im_end|>"]),
+    ("deepseek-coder", ["<｜end▁of▁sentence｜>", "<|EOT|>"]),
+    ("codellama", ["▁<EOT>", "</s>"]),
+    ("codegemma", ["<eos>", "<|file_separator|>"]),
+    ("starcoder2", ["<|endoftext|>", "<file_sep>"]),
+])
+def test_stop_tokens_per_family(family, stops):
+    tok = family_tokenizer(FAMILIES[family])
+    assert fim.FimTemplate.load(REPO / "no-such-model-folder", tok).stop_ids == tuple(ids(tok, *stops))
+
+
+def test_other_files_use_the_family_file_token_and_fit_the_budget():
+    tok = family_tokenizer(FAMILIES["qwen2.5-coder"])
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    files = [("x.py", "a\n"), ("y.py", "b\n")]
+    got = fim.build_prompt(tok, t, "c", "d", 100, files=files, path="main.py")
+    assert got == ids(tok, "<|file_sep|>", "x.py", "a", "<|file_sep|>", "y.py", "b", "<|file_sep|>", "main.py",
+                      "<|fim_prefix|>", "c", "<|fim_suffix|>", "d", "<|fim_middle|>")
+    # over budget the last files stay: an 80-token budget leaves ~19 tokens for files
+    many = [(f"{i}.py", "a b c d\n" * 3) for i in range(10)]
+    got = fim.build_prompt(tok, t, "c", "d", 80, files=many, path="main.py")
+    assert len(got) <= 80 and got[-5:] == ids(tok, "<|fim_prefix|>", "c", "<|fim_suffix|>", "d", "<|fim_middle|>")
+    assert got.count(t.file_id) >= 2 and got[got.index(t.file_id) + 1] == tok.token_to_id("[UNK]")  # 9.py
+
+
+def test_a_quickcode_fim_json_wins_over_detection_and_keeps_the_embedded_layout():
+    tok = Tokenizer.from_file(str(REPO / "models" / "target" / "tokenizer.json"))
+    t = fim.FimTemplate.load(REPO / "models" / "target", tok)
+    assert t.name == "quickcode_fim.json" and t.order == "spm" and t.file_id is None and t.bos_id is None
+    assert t.stop_ids == (tok.token_to_id("<|endoftext|>"),)
+    assert fim.FimTemplate.load(REPO / "models" / "target", tok, preset="starcoder2").name == "starcoder2"
+    assert fim.detect_preset(tok).name == "starcoder2"     # the same token names as StarCoder2 (no repo token)
+
+
+def test_real_vocabularies_are_detected():
+    qwen = vocab.qwen25_tokenizer()
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", qwen)
+    assert (t.name, t.prefix_id, t.suffix_id, t.middle_id, t.eot_id) == ("qwen2.5-coder", 151659, 151661, 151660, 151643)
+    assert t.file_id == 151664 and t.repo_id == 151663 and 151662 in t.stop_ids
+    ds = vocab.deepseek_tokenizer()
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", ds)
+    assert t.name == "deepseek-coder" and t.bos_id == ds.token_to_id("<｜begin▁of▁sentence｜>")
+    assert ds.token_to_id("<|EOT|>") in t.stop_ids
