@@ -12,6 +12,7 @@ COMMANDS = {
     "serve": "run the backend (FastAPI + vLLM)",
     "token": "issue or revoke per-user API tokens",
     "lsp": "the language server on stdio (editors launch this)",
+    "doctor": "why are completions empty? check a backend endpoint step by step and print each fix",
     "demo": "start the backend and the language server, replay typing of a real file, print completions and timings",
     "model": "train, distil, evaluate, quantize and export models",
     "bench": "benchmarks: a markdown report, then one JSON line of headline figures",
@@ -30,6 +31,12 @@ def _register(name: str, sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser("lsp", help=COMMANDS["lsp"])
         add_arguments(p)
         p.set_defaults(func=_lsp)
+    elif name == "doctor":
+        from lsp_client import doctor
+
+        p = sub.add_parser("doctor", help=COMMANDS["doctor"], description=doctor.__doc__.splitlines()[0])
+        doctor.add_arguments(p)
+        p.set_defaults(func=doctor.run)
     elif name == "demo":
         from quickcode import demo
 

@@ -30,7 +30,7 @@ from tests.conftest import REPO
 from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 
-USERS = ("alice", "bob", "flood", "limits", "openai")
+USERS = ("alice", "bob", "flood", "limits", "openai", "doctor")
 RATE_PER_S, BURST = 2.0, 4
 MAX_FRAME_BYTES, MAX_PROMPT_CHARS, MAX_TOKENS = 65_536, 4_000, 64
 
@@ -279,3 +279,49 @@ def test_a_frame_beyond_the_transport_limit_closes_with_1009(secure: Secure):
         ws.send("x" * (5 << 20))
         ws.recv(timeout=10)
     assert ei.value.rcvd is not None and ei.value.rcvd.code == 1009
+
+
+# ── quickcode doctor: says which step fails, with the fix (and the exit status of that step)
+
+def doctor(secure: Secure, *args: str) -> tuple[int, dict]:
+    r = subprocess.run([sys.executable, "-m", "quickcode", "doctor", "--endpoint", secure.backend.ws_url, "--json",
+                        "--timeout", "10", *args], cwd=REPO, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "QUICKCODE_TOKEN": "", "QUICKCODE_ENDPOINTS": ""})
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["exit"] == r.returncode, r.stdout + r.stderr
+    return r.returncode, {c["name"]: c for c in report["checks"]}
+
+
+def test_doctor_passes_every_check_on_a_healthy_backend(secure: Secure):
+    code, checks = doctor(secure, "--token", secure.tokens["doctor"], "--ca-file", str(secure.cert_path))
+    assert code == 0, checks
+    assert [c["status"] for c in checks.values()] == ["ok"] * 7, checks
+    assert "certificate verified" in checks["tls"]["detail"] and "CN=localhost" in checks["tls"]["detail"]
+    assert "quickcode-embedded" in checks["model"]["detail"] and "replica secure" in checks["protocol"]["detail"]
+    assert "p50" in checks["latency"]["detail"] and "over 3 requests" in checks["latency"]["detail"]
+
+
+@pytest.mark.parametrize("token, why", [("qc_revoked-or-mistyped", "rejected"), ("", "none was given")])
+def test_doctor_names_a_wrong_or_missing_token(secure: Secure, token, why):
+    code, checks = doctor(secure, "--token", token, "--ca-file", str(secure.cert_path))
+    assert code == 6, checks
+    assert checks["token"]["status"] == "fail" and why in checks["token"]["detail"]
+    assert "4401" in checks["token"]["detail"] and "QUICKCODE_TOKEN" in checks["token"]["fix"]
+    assert checks["ready"]["status"] == "ok" and checks["latency"]["status"] == "skip"
+
+
+def test_doctor_names_an_untrusted_certificate(secure: Secure):
+    code, checks = doctor(secure, "--token", secure.tokens["doctor"])   # the system CAs only
+    assert code == 4, checks
+    assert "not trusted" in checks["tls"]["detail"] and "self-signed" in checks["tls"]["detail"]
+    assert "--ca-file" in checks["tls"]["fix"]
+
+
+def test_doctor_names_an_incompatible_protocol_version(secure: Secure):
+    """A client of another protocol version (as an older or newer language server would be) meets this server."""
+    code, checks = doctor(secure, "--token", secure.tokens["doctor"], "--ca-file", str(secure.cert_path),
+                          "--protocol-version", "2")
+    assert code == 7, checks
+    assert checks["token"]["status"] == "ok" and checks["protocol"]["status"] == "fail"
+    assert "server speaks protocol 1, client 2" in checks["protocol"]["detail"]
+    assert "upgrade the older side" in checks["protocol"]["fix"]

@@ -1,0 +1,436 @@
+"""`quickcode doctor`: why are completions empty? Checks one backend endpoint step by step, the way the language
+server reaches it (reachable → TLS → ready → token → protocol version → model → latency), and prints each
+result with the fix. Exit status: 0 when nothing failed, else the number of the first failed check's kind
+(`EXIT_CODES`), so a script can tell "no backend" from "wrong token".
+
+Uses only the standard library, `websockets` and `protocol/`: it runs from the language server's own install
+(`pip install 'quickcode[lsp]'`), on the developer's machine, with the developer's endpoint and token.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import socket
+import ssl
+import statistics
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from protocol import PROTOCOL_VERSION, Complete, Done, Error, Hello, Welcome, decode, encode
+
+DEFAULT_ENDPOINT = "ws://127.0.0.1:8765/v1/ws"
+CLOSE_UNAUTHORIZED = 4401          # backend/session.py: missing or invalid API token
+CLOSE_BAD_HELLO = 4400             # backend/session.py: protocol version mismatch
+SLOW_FIRST_CHUNK_MS = 1000.0       # above this a suggestion arrives after most people have typed on
+CERT_EXPIRY_WARN_DAYS = 14
+LATENCY_PROMPT = "def add(a, b):\n    return "
+
+# exit status of the first failed check, by kind
+EXIT_CODES = {"endpoint": 2, "reachable": 3, "tls": 4, "ready": 5, "token": 6, "protocol": 7, "model": 8,
+              "latency": 9}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str                  # one of EXIT_CODES
+    status: str                # "ok", "warn", "fail" or "skip"
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """An endpoint taken apart: the WebSocket URL, and the HTTP base of the same server."""
+    ws_url: str
+    host: str
+    port: int
+    tls: bool
+
+    @property
+    def http_base(self) -> str:
+        return urlunsplit(("https" if self.tls else "http", _netloc(self.host, self.port), "", "", ""))
+
+
+def parse_endpoint(url: str) -> Target:
+    """ws://, wss:// (http:// and https:// are read as the same server); the path defaults to /v1/ws."""
+    parts = urlsplit(url.strip())
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
+    if scheme not in ("ws", "wss") or not parts.hostname:
+        raise ValueError(f"{url!r} is not a ws:// or wss:// URL (e.g. {DEFAULT_ENDPOINT})")
+    tls = scheme == "wss"
+    port = parts.port or (443 if tls else 80)
+    path = parts.path if parts.path not in ("", "/") else "/v1/ws"
+    ws_url = urlunsplit((scheme, _netloc(parts.hostname, port), path, parts.query, ""))
+    return Target(ws_url, parts.hostname, port, tls)
+
+
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """The trust the language server uses: the system store (SSL_CERT_FILE / SSL_CERT_DIR apply), plus `ca_file`."""
+    ctx = ssl.create_default_context()
+    if ca_file:
+        ctx.load_verify_locations(cafile=ca_file)
+    return ctx
+
+
+class Doctor:
+    def __init__(self, target: Target, token: str = "", ca_file: str | None = None,
+                 protocol_version: int = PROTOCOL_VERSION, timeout_s: float = 5.0, samples: int = 3):
+        self.t = target
+        self.token = token
+        self.ca_file = ca_file
+        self.protocol_version = protocol_version
+        self.timeout_s = timeout_s
+        self.samples = samples
+        self.checks: list[Check] = []
+
+    def _add(self, name: str, status: str, detail: str, fix: str = "") -> bool:
+        self.checks.append(Check(name, status, detail, fix))
+        return status != "fail"
+
+    def _skip_rest(self, after: str) -> None:
+        names = list(EXIT_CODES)
+        for name in names[names.index(after) + 1:]:
+            if all(c.name != name for c in self.checks):
+                self.checks.append(Check(name, "skip", f"not checked: {after} failed"))
+
+    async def run(self) -> list[Check]:
+        for step in (self._reachable, self._tls, self._ready, self._session):
+            name = await step()
+            if name is not None:        # the step failed: what follows cannot be checked
+                self._skip_rest(name)
+                break
+        return self.checks
+
+    # ── steps: each returns None to go on, or its own name when it failed
+    async def _reachable(self) -> str | None:
+        t = self.t
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(t.host, t.port, type=socket.SOCK_STREAM)
+        except socket.gaierror as e:
+            self._add("reachable", "fail", f"cannot resolve {t.host!r}: {e.strerror}",
+                      "check the host name in --endpoint / QUICKCODE_ENDPOINTS / the editor's quickcode.endpoints")
+            return "reachable"
+        t0 = time.perf_counter()
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(t.host, t.port), self.timeout_s)
+        except (ConnectionRefusedError, OSError, asyncio.TimeoutError) as e:
+            where = _netloc(t.host, t.port)
+            if isinstance(e, asyncio.TimeoutError):
+                why = f"no answer from {where} in {self.timeout_s:g} s"
+                fix = "a firewall or a wrong host drops the connection: check the address, VPN and proxy"
+            else:
+                what = "connection refused" if isinstance(e, ConnectionRefusedError) else (e.strerror or repr(e))
+                why = f"nothing listens on {where} ({what})"
+                fix = ("start the backend (`quickcode serve`, or the container / Kubernetes service), "
+                       "or point --endpoint / QUICKCODE_ENDPOINTS at the running one")
+            self._add("reachable", "fail", why, fix)
+            return "reachable"
+        connect_ms = (time.perf_counter() - t0) * 1000
+        writer.close()
+        addr = infos[0][4][0]
+        self._add("reachable", "ok", f"{_netloc(t.host, t.port)} ({addr}) accepts TCP in {connect_ms:.1f} ms")
+        return None
+
+    async def _tls(self) -> str | None:
+        t = self.t
+        if not t.tls:
+            if _is_loopback(t.host):
+                self._add("tls", "ok", "plain ws:// on loopback (nothing leaves this machine)")
+            else:
+                self._add("tls", "warn", f"plain ws:// to {t.host}: the token and your code cross the network "
+                          "unencrypted", "serve TLS (--set ssl_certfile=… ssl_keyfile=…, or a TLS proxy) and use wss://")
+            return None
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(t.host, t.port, ssl=tls_context(self.ca_file), server_hostname=t.host),
+                self.timeout_s)
+        except ssl.SSLCertVerificationError as e:
+            self._add("tls", "fail", f"the server's certificate is not trusted: {e.verify_message}"
+                      f"{_describe_cert(await self._peer_cert_unverified())}",
+                      "give the CA that signed it: --ca-file CA.pem (and SSL_CERT_FILE=CA.pem in the editor's "
+                      "environment, which the language server reads), or install a certificate from a trusted CA")
+            return "tls"
+        except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
+            self._add("tls", "fail", f"TLS handshake failed: {e!r}",
+                      "the port may serve plain HTTP: try ws:// — or the proxy in front does not terminate TLS")
+            return "tls"
+        sslobj = writer.get_extra_info("ssl_object")
+        cert = sslobj.getpeercert() if sslobj else None
+        writer.close()
+        left_days = _days_left(cert)
+        detail = f"{sslobj.version() if sslobj else 'TLS'}, certificate verified{_describe_cert(cert)}"
+        if left_days is not None and left_days < CERT_EXPIRY_WARN_DAYS:
+            self._add("tls", "warn", f"{detail}; it expires in {left_days:.0f} days", "renew the certificate")
+        else:
+            self._add("tls", "ok", detail)
+        return None
+
+    async def _peer_cert_unverified(self) -> dict | None:
+        """The certificate as sent, to say whose it is when it cannot be verified (nothing else is trusted)."""
+        ctx = ssl._create_unverified_context()
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(self.t.host, self.t.port, ssl=ctx, server_hostname=self.t.host), self.timeout_s)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        writer.close()
+        return _decode_der(der)
+
+    async def _ready(self) -> str | None:
+        url = f"{self.t.http_base}/readyz"
+        ctx = tls_context(self.ca_file) if self.t.tls else None
+        status, body = await asyncio.to_thread(_http_get, url, ctx, self.timeout_s)
+        if status == 200 and body.get("ready"):
+            self._add("ready", "ok", f"/readyz: engine serving {body.get('model', '?')!r} "
+                      f"(speculation {body.get('spec_method', '?')}, replica {body.get('replica', '?')})")
+            return None
+        if status == 503:
+            reason = body.get("reason") or "engine not ready"
+            if reason == "draining":
+                fix = "the replica is shutting down: retry in a few seconds (a load balancer sends you elsewhere)"
+            elif "start" in str(reason).lower() or not reason:
+                fix = "wait: the engine takes 30–90 s to start (watch /readyz); if it never turns green see the backend's log"
+            else:
+                fix = "the engine failed: read the backend's log (`kubectl logs`, the container's output) and restart it"
+            self._add("ready", "fail", f"/readyz answers 503: {reason}", fix)
+            return "ready"
+        if status == 404:   # a proxy that routes only /v1/ws: not fatal, the session checks follow
+            self._add("ready", "warn", "/readyz is not served at this address (a proxy that routes only /v1/ws?)",
+                      "nothing to do if completions work; operators: route /readyz for health checks")
+            return None
+        self._add("ready", "fail", f"/readyz: {body.get('error') or f'HTTP {status}'}",
+                  "is this a quickcode backend? check the endpoint's host, port and path")
+        return "ready"
+
+    async def _session(self) -> str | None:
+        """Token, protocol version and model from the hello/welcome handshake, then the latency of real requests."""
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        ctx = tls_context(self.ca_file) if self.t.tls else None
+        try:
+            async with connect(self.t.ws_url, additional_headers=headers, ssl=ctx, open_timeout=self.timeout_s,
+                               close_timeout=1, max_size=1 << 24) as ws:
+                await ws.send(encode(Hello(protocol_version=self.protocol_version, client="quickcode-doctor")).decode())
+                first = decode(await asyncio.wait_for(ws.recv(), self.timeout_s))
+                if isinstance(first, Error):
+                    return self._hello_error(first)
+                if not isinstance(first, Welcome):
+                    self._add("protocol", "fail", f"the server answered hello with {first.kind!r}",
+                              "is this a quickcode backend? check the endpoint's path (/v1/ws)")
+                    return "protocol"
+                self._add("token", "ok", "accepted" if self.token else "none given, and the server asks for none "
+                          "(an open server: keep it on loopback)")
+                self._add("protocol", "ok", f"version {first.protocol_version} on both sides "
+                          f"(session {first.session_id}, replica {first.replica or '?'})")
+                self._add("model", "ok", f"{first.model!r}, up to {first.max_tokens} tokens a completion, "
+                          f"prompts up to {first.max_prompt_chars} characters")
+                return await self._latency(ws)
+        except ConnectionClosed as e:
+            return self._closed(e)
+        except InvalidStatus as e:
+            code = e.response.status_code
+            if code in (401, 403):
+                return self._token_fail(f"the upgrade was refused with HTTP {code}")
+            self._add("protocol", "fail", f"the WebSocket upgrade was refused with HTTP {code} at {self.t.ws_url}",
+                      "check the path (/v1/ws) and that the proxy forwards WebSocket upgrades")
+            return "protocol"
+        except (InvalidHandshake, OSError, asyncio.TimeoutError) as e:
+            self._add("protocol", "fail", f"no WebSocket session: {e!r}",
+                      "check the path (/v1/ws) and that the proxy forwards WebSocket upgrades")
+            return "protocol"
+
+    def _closed(self, e: ConnectionClosed) -> str:
+        code = e.rcvd.code if e.rcvd else None
+        reason = e.rcvd.reason if e.rcvd else ""
+        if code == CLOSE_UNAUTHORIZED:
+            return self._token_fail(f"the server closed the session ({code}: {reason})")
+        self._add("protocol", "fail", f"the server closed the session ({code}: {reason or 'no reason'})",
+                  "read the backend's log for this session")
+        return "protocol"
+
+    def _token_fail(self, why: str) -> str:
+        if self.token:
+            self._add("token", "fail", f"the token was rejected: {why}",
+                      "ask the operator for a valid token (`quickcode token issue --user NAME --file TOKENS` on the "
+                      "backend) and set it in the editor (quickcode.token) or QUICKCODE_TOKEN; check for a stray "
+                      "space or an old, revoked token")
+        else:
+            self._add("token", "fail", f"the backend needs a token and none was given: {why}",
+                      "pass --token or set QUICKCODE_TOKEN (the editor: its quickcode.token setting)")
+        return "token"
+
+    def _hello_error(self, err: Error) -> str:
+        if err.code == "version_mismatch":
+            self._add("token", "ok", "accepted" if self.token else "none needed")
+            self._add("protocol", "fail", f"incompatible protocol: {err.message}",
+                      "upgrade the older side to the same quickcode release: the language server "
+                      "(`pip install -U 'quickcode[lsp]'`, or the editor extension) or the backend image")
+            return "protocol"
+        if err.code == "unauthorized":
+            return self._token_fail(err.message)
+        self._add("protocol", "fail", f"the server refused hello: {err.code}: {err.message}",
+                  "read the backend's log for this session")
+        return "protocol"
+
+    async def _latency(self, ws) -> str | None:
+        first_ms: list[float] = []
+        server_ttft_ms: list[float] = []
+        shed = 0
+        for i in range(self.samples):
+            rid = f"doctor-{i}"
+            t0 = time.perf_counter()
+            await ws.send(encode(Complete(id=rid, prefix=LATENCY_PROMPT, language="python", max_tokens=8)).decode())
+            t_first = None
+            while True:
+                msg = decode(await asyncio.wait_for(ws.recv(), max(self.timeout_s, 30.0)))
+                if getattr(msg, "id", None) != rid:
+                    continue
+                if t_first is None:
+                    t_first = time.perf_counter()
+                if isinstance(msg, Error):
+                    self._add("latency", "fail", f"a completion request failed: {msg.code}: {msg.message}",
+                              "read the backend's log; `quickcode report` shows where time goes")
+                    return "latency"
+                if isinstance(msg, Done):
+                    shed += msg.finish_reason == "shed"
+                    server_ttft_ms.append(msg.timing.ttft_ms)
+                    break
+            first_ms.append((t_first - t0) * 1000)
+        p50 = statistics.median(first_ms)
+        detail = (f"first answer p50 {p50:.0f} ms over {len(first_ms)} requests (engine time to first token "
+                  f"p50 {statistics.median(server_ttft_ms):.0f} ms; the rest is queue and network)")
+        if shed:
+            self._add("latency", "warn", f"{detail}; {shed} of {len(first_ms)} shed (the backend is overloaded)",
+                      "the backend sheds requests it cannot answer within its TTFT budget: add replicas or capacity")
+        elif p50 > SLOW_FIRST_CHUNK_MS:
+            self._add("latency", "warn", f"{detail}: slow", "a nearer region (several endpoints), a smaller model, "
+                      "or a less loaded backend; `quickcode report` breaks the time down")
+        else:
+            self._add("latency", "ok", detail)
+        return None
+
+
+def _http_get(url: str, ctx: ssl.SSLContext | None, timeout_s: float) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=ctx) as r:
+            return r.status, _json(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, _json(e.read())
+    except (urllib.error.URLError, OSError) as e:
+        return 0, {"error": str(getattr(e, "reason", e))}
+
+
+def _json(raw: bytes) -> dict:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _decode_der(der: bytes | None) -> dict | None:
+    """Subject and validity of a DER certificate (via the ssl module's own decoder; no extra package)."""
+    if not der:
+        return None
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".pem", delete=False) as f:
+        f.write(ssl.DER_cert_to_PEM_cert(der))
+    try:
+        return ssl._ssl._test_decode_cert(f.name)
+    except Exception:
+        return None
+    finally:
+        os.unlink(f.name)
+
+
+def _describe_cert(cert: dict | None) -> str:
+    if not cert:
+        return ""
+    subject = dict(x[0] for x in cert.get("subject", ()))
+    issuer = dict(x[0] for x in cert.get("issuer", ()))
+    who = subject.get("commonName", "?")
+    by = "self-signed" if subject == issuer else f"issued by {issuer.get('commonName', '?')}"
+    return f" (CN={who}, {by}, valid until {cert.get('notAfter', '?')})"
+
+
+def _days_left(cert: dict | None) -> float | None:
+    if not cert or "notAfter" not in cert:
+        return None
+    end_s = ssl.cert_time_to_seconds(cert["notAfter"])
+    return (end_s - datetime.datetime.now(datetime.timezone.utc).timestamp()) / 86400
+
+
+def exit_code(checks: list[Check]) -> int:
+    failed = [c for c in checks if c.status == "fail"]
+    return EXIT_CODES[failed[0].name] if failed else 0
+
+
+MARKS = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-"}
+
+
+def format_checks(endpoint: str, checks: list[Check]) -> str:
+    lines = [f"quickcode doctor: {endpoint}"]
+    for c in checks:
+        lines.append(f"  {MARKS[c.status]} {c.name:<9} {c.detail}")
+        if c.fix and c.status in ("fail", "warn"):
+            lines.append(f"    {'':<9} fix: {c.fix}")
+    failed = [c for c in checks if c.status == "fail"]
+    lines.append(f"  → {'OK: completions should work' if not failed else f'FAILED at {failed[0].name}'}")
+    return "\n".join(lines)
+
+
+def diagnose(endpoint: str, token: str = "", **kw) -> list[Check]:
+    try:
+        target = parse_endpoint(endpoint)
+    except ValueError as e:
+        return [Check("endpoint", "fail", str(e), "use ws://HOST:PORT/v1/ws or wss://HOST/v1/ws")]
+    return asyncio.run(Doctor(target, token, **kw).run())
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--endpoint", action="append", default=None,
+                   help="backend WebSocket URL (repeatable); default $QUICKCODE_ENDPOINTS or " + DEFAULT_ENDPOINT)
+    p.add_argument("--token", default=None, help="API token (default $QUICKCODE_TOKEN)")
+    p.add_argument("--ca-file", default=None, help="CA certificate (PEM) that signed the backend's certificate")
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds per network step (default 5)")
+    p.add_argument("--samples", type=int, default=3, help="completion requests for the latency check (default 3)")
+    p.add_argument("--protocol-version", type=int, default=PROTOCOL_VERSION,
+                   help=f"check as a client of this protocol version would (default {PROTOCOL_VERSION}, this release)")
+    p.add_argument("--json", action="store_true", help="one JSON object per endpoint instead of text")
+
+
+def run(args: argparse.Namespace) -> int:
+    env = os.environ.get("QUICKCODE_ENDPOINTS", "")
+    endpoints = args.endpoint or [u.strip() for u in env.split(",") if u.strip()] or [DEFAULT_ENDPOINT]
+    token = args.token if args.token is not None else os.environ.get("QUICKCODE_TOKEN", "")
+    code = 0
+    for endpoint in endpoints:
+        checks = diagnose(endpoint, token, ca_file=args.ca_file, timeout_s=args.timeout, samples=max(1, args.samples),
+                          protocol_version=args.protocol_version)
+        status = exit_code(checks)
+        code = code or status
+        if args.json:
+            print(json.dumps({"endpoint": endpoint, "exit": status, "checks": [asdict(c) for c in checks]}))
+        else:
+            print(format_checks(endpoint, checks))
+    sys.stdout.flush()
+    return code
