@@ -1,21 +1,135 @@
-"""Start a backend for tests, benchmarks and the demo: in this process (`InProcessBackend`: a real uvicorn server
-on a real port, in a thread with its own event loop, over any `Engine` — the fake one in tests).
+"""Start a backend for tests, benchmarks and the demo — the one place that does it:
 
-The server is the one `quickcode serve` runs (backend/serve.py's uvicorn settings): real HTTP, real WebSockets,
-TLS when the settings name a certificate. Port 0 (the default here) lets the OS pick a free port.
+  * `start_backend` runs `quickcode serve` as a process (real vLLM) and waits for /readyz; `stop_backend`;
+  * `InProcessBackend` runs the same uvicorn server in this process, in a thread with its own event loop, over
+    any `Engine` (the fake one in tests): real HTTP and WebSockets on a real port the OS picks.
+
+Both serve backend/serve.py's uvicorn settings, with TLS when the settings name a certificate.
 """
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import uvicorn
 
 from backend.engine import Engine
 from backend.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent   # `python -m quickcode` from this checkout (or install)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a process that must be told its port before it starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RunningBackend:
+    """A `quickcode serve` process (`proc` None: one somebody else runs, never stopped here)."""
+    port: int
+    proc: subprocess.Popen | None
+    log_path: Path
+    tls: bool = False           # started with ssl_certfile/ssl_keyfile: wss:// and https://
+    host: str = "127.0.0.1"
+
+    @property
+    def ws_url(self) -> str:
+        return f"{'wss' if self.tls else 'ws'}://{self.host}:{self.port}/v1/ws"
+
+    @property
+    def http_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def log_tail(self, n: int = 60) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        stop_backend(self, timeout_s)
+
+
+def backend_at(url: str) -> RunningBackend:
+    """ws://host:port/v1/ws (or http(s)://host:port) → a RunningBackend that is not ours to stop."""
+    tls = url.startswith(("wss://", "https://"))
+    hostport = url.split("://", 1)[1].split("/", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    return RunningBackend(int(port), None, Path(os.devnull), tls=tls, host=host)
+
+
+def start_backend(log_path: Path, *settings: str, port: int | None = None, env: dict | None = None,
+                  timeout_s: float = 600.0, on_wait: Callable[[float], None] | None = None) -> RunningBackend:
+    """Start `quickcode serve` and wait for /readyz. `settings` are `--set KEY=VALUE` overrides; `on_wait(s)` is
+    called while it starts (progress display). The process has its own group: `stop_backend` ends all of it."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "quickcode", "serve", "--port", str(port)]
+    for kv in settings:
+        cmd += ["--set", kv]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, **(env or {})})
+    backend = RunningBackend(port, proc, log_path, tls=any(kv.startswith("ssl_certfile=") for kv in settings))
+    # readiness only: the certificate itself is checked by the TLS tests
+    probe_ctx = ssl._create_unverified_context() if backend.tls else None
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=2, context=probe_ctx) as r:
+                if r.status == 200:
+                    return backend
+        except Exception:
+            pass
+        if _engine_failed(backend.http_url, probe_ctx):   # the engine will never come up: say why at once
+            stop_backend(backend)
+            raise RuntimeError(f"the backend's engine failed to start:\n{backend.log_tail()}")
+        if on_wait is not None:
+            on_wait(time.monotonic() - t0)
+        time.sleep(0.5)
+    stop_backend(backend)
+    raise RuntimeError(f"backend not ready after {timeout_s} s:\n{backend.log_tail()}")
+
+
+def _engine_failed(http_url: str, ctx) -> bool:
+    """/healthz is 503 once the engine failed to start (or died): no point waiting for /readyz."""
+    try:
+        urllib.request.urlopen(f"{http_url}/healthz", timeout=2, context=ctx).close()
+    except urllib.error.HTTPError as e:
+        return e.code == 503
+    except Exception:
+        pass
+    return False
+
+
+def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:
+    """SIGTERM to the process group (the drain), SIGKILL after `timeout_s`."""
+    if backend.proc is not None and backend.proc.poll() is None:
+        os.killpg(backend.proc.pid, signal.SIGTERM)
+        try:
+            backend.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(backend.proc.pid, signal.SIGKILL)
+            backend.proc.wait(10)
 
 
 class InProcessBackend:

@@ -7,7 +7,7 @@ import asyncio
 import statistics
 
 from benchmarks.loadgen import (CodeCorpus, Session, backend_from_url, finite, histogram, histogram_quantile, progress,
-                                scrape, start_backend)
+                                scrape, bench_backend)
 from benchmarks.report import Report, md_table, pcts
 
 # (label, how to get it in ms from (server Timing dict, client total ms))
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> dict:
     global _T0
     _T0 = time.time()
     corpus = CodeCorpus(seed=args.seed)
-    backend = start_backend("breakdown", list(args.set)) if args.start else backend_from_url(args.url)
+    backend = bench_backend("breakdown", list(args.set)) if args.start else backend_from_url(args.url)
     try:
         before = scrape(backend.http_url)
         outs = asyncio.run(_drive(backend.ws_url, corpus, args))

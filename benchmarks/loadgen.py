@@ -1,12 +1,12 @@
-"""Load-generation kit of the backend benchmarks: code prompts of N tokens, a WebSocket client, backends, metrics."""
+"""Load-generation kit of the backend benchmarks: code prompts of N tokens, a WebSocket client (frames through
+protocol/'s codec), backends (started by backend/launch.py), metrics."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
-import os
 import random
 import resource
-import subprocess
 import sys
 import sysconfig
 import time
@@ -14,8 +14,14 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
 import websockets
+
+from backend.launch import RunningBackend, backend_at, start_backend
+from protocol import (PROTOCOL_VERSION, Cancel, Chunk, Complete, Done, Error, Hello, Priority, ProtocolError, Welcome,
+                      decode, encode)
+
+Backend = RunningBackend          # a `quickcode serve` the benchmark started, or one given by URL (`backend_from_url`)
+backend_from_url = backend_at
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -98,16 +104,16 @@ class Session:
         self._done: dict[str, asyncio.Future] = {}
         self._reader: asyncio.Task | None = None
         self.session_id = ""
-        self.other_frames: list[dict] = []
+        self.other_frames: list = []      # protocol messages of no request of ours (e.g. session errors)
 
     async def open(self, open_timeout_s: float = 30.0) -> "Session":
         self.ws = await websockets.connect(self.url, open_timeout=open_timeout_s, max_size=1 << 24,
                                            ping_interval=None, compression=None)
-        await self.ws.send(orjson.dumps({"kind": "hello", "protocol_version": 1, "user": self.user}).decode())
-        welcome = orjson.loads(await asyncio.wait_for(self.ws.recv(), open_timeout_s))
-        if welcome.get("kind") != "welcome":
+        await self.ws.send(encode(Hello(protocol_version=PROTOCOL_VERSION, client="quickcode-bench", user=self.user)).decode())
+        welcome = decode(await asyncio.wait_for(self.ws.recv(), open_timeout_s), 1 << 24)
+        if not isinstance(welcome, Welcome):
             raise RuntimeError(f"no welcome: {welcome}")
-        self.session_id = welcome["session_id"]
+        self.session_id = welcome.session_id
         self._reader = asyncio.create_task(self._read())
         return self
 
@@ -117,15 +123,13 @@ class Session:
         out = Outcome(rid, self.user, prompt_tokens, time.perf_counter())
         self.outcomes[rid] = out
         self._done[rid] = asyncio.get_running_loop().create_future()
-        frame = {"kind": "complete", "id": rid, "prefix": prefix, "suffix": suffix, "max_tokens": max_tokens,
-                 "priority": priority, "language": "python"}
-        if stop:
-            frame["stop"] = stop
-        asyncio.ensure_future(self.ws.send(orjson.dumps(frame).decode()))
+        frame = Complete(id=rid, prefix=prefix, suffix=suffix, max_tokens=max_tokens, priority=Priority(priority),
+                         language="python", stop=list(stop or []))
+        asyncio.ensure_future(self.ws.send(encode(frame).decode()))
         return out
 
     async def cancel(self, rid: str) -> None:
-        await self.ws.send(orjson.dumps({"kind": "cancel", "id": rid}).decode())
+        await self.ws.send(encode(Cancel(id=rid)).decode())
 
     async def wait(self, rid: str, timeout_s: float | None = None) -> Outcome:
         await asyncio.wait_for(asyncio.shield(self._done[rid]), timeout_s)
@@ -139,21 +143,24 @@ class Session:
         try:
             async for raw in self.ws:
                 now = time.perf_counter()
-                msg = orjson.loads(raw)
-                out = self.outcomes.get(msg.get("id") or "")
+                try:
+                    msg = decode(raw, 1 << 24)
+                except ProtocolError as e:     # a frame this client cannot read: kept, never fatal
+                    self.other_frames.append(Error(code=e.code.value, message=e.message, id=e.id))
+                    continue
+                out = self.outcomes.get(getattr(msg, "id", None) or "")
                 if out is None:
                     self.other_frames.append(msg)
                     continue
-                kind = msg["kind"]
-                if kind == "chunk":
+                if isinstance(msg, Chunk):
                     if out.t_first is None:
                         out.t_first = now
                     out.chunks += 1
-                    out.text += msg["text"]
-                elif kind in ("done", "error"):
+                    out.text += msg.text
+                elif isinstance(msg, (Done, Error)):
                     out.t_end = now
-                    out.finish = msg["finish_reason"] if kind == "done" else f"error:{msg['code']}"
-                    out.timing = msg.get("timing") or {}
+                    out.finish = msg.finish_reason.value if isinstance(msg, Done) else f"error:{msg.code}"
+                    out.timing = dataclasses.asdict(msg.timing) if isinstance(msg, Done) else {}
                     fut = self._done.get(out.id)
                     if fut is not None and not fut.done():
                         fut.set_result(out)
@@ -184,65 +191,9 @@ def raise_nofile() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-@dataclass
-class Backend:
-    """A `quickcode serve` this benchmark started (stopped by `stop`), or one given by URL (never stopped)."""
-    ws_url: str
-    http_url: str
-    proc: subprocess.Popen | None = None
-    log_path: Path | None = None
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            import signal
-
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-
-def start_backend(name: str, settings: list[str], timeout_s: float = 600.0) -> Backend:
-    """Start `quickcode serve --set k=v ...` on a free port; wait for /readyz. Log in artifacts/logs/bench-NAME.log."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log_path = REPO / "artifacts" / "logs" / f"bench-{name}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "quickcode", "serve", "--port", str(port)]
-    for kv in settings:
-        cmd += ["--set", kv]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    b = Backend(f"ws://127.0.0.1:{port}/v1/ws", f"http://127.0.0.1:{port}", proc, log_path)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"backend exited ({proc.returncode}); see {log_path}")
-        try:
-            with urllib.request.urlopen(f"{b.http_url}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    return b
-        except Exception:
-            pass
-        time.sleep(0.5)
-    b.stop()
-    raise RuntimeError(f"backend not ready after {timeout_s} s; see {log_path}")
-
-
-def backend_from_url(url: str) -> Backend:
-    """ws://host:port/v1/ws (or http://host:port) → a Backend that this benchmark does not own."""
-    base = url.split("/v1/")[0].replace("ws://", "http://").replace("wss://", "https://").rstrip("/")
-    ws = base.replace("http://", "ws://").replace("https://", "wss://") + "/v1/ws"
-    return Backend(ws, base)
+def bench_backend(name: str, settings: list[str], timeout_s: float = 600.0) -> Backend:
+    """Start `quickcode serve --set k=v ...` on a free port (backend/launch.py); log in artifacts/logs/bench-NAME.log."""
+    return start_backend(REPO / "artifacts" / "logs" / f"bench-{name}.log", *settings, timeout_s=timeout_s)
 
 
 # ── /metrics ─────────────────────────────────────────────────────────────────────────────────────────────────

@@ -3,18 +3,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import statistics
 import time
 
 from benchmarks.loadgen import CodeCorpus, Session, finite, progress
 from benchmarks.report import Report, md_table, pcts
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,12 +22,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict:
     import os
 
+    from backend.launch import free_port
     from backend.settings import Settings
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
     overrides = dict(kv.split("=", 1) for kv in args.set)
-    settings = Settings(port=_free_port(), **overrides)
+    settings = Settings(port=free_port(), **overrides)
     progress("loading the code corpus")
     corpus = CodeCorpus(seed=args.seed)
     t0 = time.time()

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks.loadgen import (REPO, Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
-                                start_backend)
+                                bench_backend)
 from benchmarks.report import Report, md_table, pcts
 from benchmarks.trace import DEFAULT_TRACE, classify, load_trace, response_s
 
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> dict:
     progress("loading the code corpus and the trace's length mix")
     corpus = CodeCorpus(seed=args.seed)
     work = Workload(corpus, args.trace, args.max_prompt_tokens, args.max_output_tokens, args.seed)
-    backend = backend_from_url(args.url) if args.url else start_backend("overload", ["debug_endpoints=true", *args.set])
+    backend = backend_from_url(args.url) if args.url else bench_backend("overload", ["debug_endpoints=true", *args.set])
     try:
         res = asyncio.run(_run(args, backend, work))
     finally:

@@ -28,10 +28,7 @@ import argparse
 import hashlib
 import json
 import math
-import os
 import random
-import signal
-import socket
 import subprocess
 import sys
 import tarfile
@@ -42,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backend.launch import start_backend
 from benchmarks.report import Report, md_table, pcts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,58 +219,6 @@ class Arm:
         s = [f"model={self.target}"]
         s += [f"draft_model={self.draft}"] if self.draft is not None else ["spec_method=off"]
         return s + self.settings
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """`quickcode serve` in its own process group, ready when /readyz says so."""
-
-    def __init__(self, settings: list[str], log_path: Path, timeout_s: float = 600.0):
-        self.port = _free_port()
-        cmd = [sys.executable, "-m", "quickcode", "serve", "--port", str(self.port)]
-        for kv in settings:
-            cmd += ["--set", kv]
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_path
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=open(log_path, "w"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        t0 = time.monotonic()
-        while True:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"quickcode serve exited ({self.proc.returncode}); see {log_path}")
-            try:
-                with urllib.request.urlopen(f"{self.http_url}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                pass
-            if time.monotonic() - t0 > timeout_s:
-                self.stop()
-                raise SystemExit(f"quickcode serve not ready after {timeout_s:.0f} s; see {log_path}")
-            time.sleep(0.5)
-        self.start_s = time.monotonic() - t0
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/v1/ws"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
 
 
 def complete(client, http_url: str, prefix: str, suffix: str, max_tokens: int) -> dict:
@@ -468,9 +414,10 @@ def run(args: argparse.Namespace) -> dict:
     for arm in arms:
         print(f"[quality] {arm.name}: starting quickcode serve ({' '.join(arm.serve_settings())})", file=sys.stderr,
               flush=True)
-        server = Server(arm.serve_settings(), args.work / f"serve-{_slug(arm.name)}.log")
+        t0 = time.monotonic()
+        server = start_backend(args.work / f"serve-{_slug(arm.name)}.log", *arm.serve_settings())
         try:
-            arm.results["start_s"] = round(server.start_s, 1)
+            arm.results["start_s"] = round(time.monotonic() - t0, 1)
             arm.results["humaneval"] = complete_all(server.http_url, [(t.prefix, t.suffix) for t in tasks],
                                                     args.max_tokens, f"{arm.name}: HumanEval")
             arm.results["idioms"] = complete_all(server.http_url, [editor_window(c["prefix"], c["suffix"])

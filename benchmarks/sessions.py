@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from benchmarks.loadgen import (Backend, Session, backend_from_url, finite, histogram, histogram_quantile, progress,
-                                raise_nofile, scrape, share_within, start_backend)
+                                raise_nofile, scrape, share_within, bench_backend)
 from benchmarks.report import Report, md_table
 
 LAG = "quickcode_event_loop_lag_seconds"
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> dict:
     global _T0
     _T0 = time.time()
     raise_nofile()
-    backend = backend_from_url(args.url) if args.url else start_backend("sessions", list(args.set))
+    backend = backend_from_url(args.url) if args.url else bench_backend("sessions", list(args.set))
     pid = args.pid or backend.pid
     try:
         res = _run(args, backend, pid)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.loadgen import (Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
-                                start_backend)
+                                bench_backend)
 from benchmarks.report import Report, md_table, pcts
 
 DEFAULT_TRACE = Path("/work/shared/traces/azure_llm_inference_code_2023.csv")
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> dict:
     progress(f"{len(planned)} requests over {args.duration_s:.0f} s ({sum(p.typing for p in planned)} keystrokes "
              f"of typing bursts); {clipped} prompts clipped to {args.max_prompt_tokens} tokens")
     settings = [f"ttft_budget_ms={args.slo_ms * 0.75:g}", *args.set]
-    backend = backend_from_url(args.url) if args.url else start_backend("trace", settings)
+    backend = backend_from_url(args.url) if args.url else bench_backend("trace", settings)
     try:
         before = scrape(backend.http_url)
         t_start = time.perf_counter()

@@ -166,12 +166,10 @@ def _counter(path: Path):
 
 
 def run(args: argparse.Namespace) -> dict:
-    import os
-    import signal
     import tempfile
     import time
 
-    from quickcode.demo import _free_port, start_backend
+    from backend.launch import start_backend, stop_backend
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if "ours" not in arms or not set(arms) <= set(ARMS):
@@ -181,11 +179,10 @@ def run(args: argparse.Namespace) -> dict:
     segs = _segments(_files(args), args.sessions, args.chars, args.seed)
     todo = [i for i in range(len(segs)) if any((i, a) not in rows for a in arms)]
     t_start = time.monotonic()
-    proc, url = None, args.url
+    backend, url = None, args.url
     if todo and url is None:
-        port = _free_port()
-        proc = start_backend(port, Path("artifacts/logs/bench-typing-backend.log").resolve())
-        url = f"ws://127.0.0.1:{port}/v1/ws"
+        backend = start_backend(Path("artifacts/logs/bench-typing-backend.log").resolve())
+        url = backend.ws_url
     state = {a: tempfile.mkdtemp(prefix=f"qc-typing-{a}-") for a in arms}
     try:
         for i in todo:
@@ -208,9 +205,8 @@ def run(args: argparse.Namespace) -> dict:
                     with args.rows.open("a") as f:
                         f.write(json.dumps(r) + "\n")
     finally:
-        if proc is not None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(60)
+        if backend is not None:
+            stop_backend(backend, 60)
     done = [i for i in range(len(segs)) if all((i, a) in rows for a in arms)]
     if not done:
         raise SystemExit("no segment typed by every arm yet")

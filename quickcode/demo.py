@@ -10,18 +10,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import sysconfig
 import time
-import urllib.request
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from backend.launch import RunningBackend, start_backend, stop_backend
 
 REPO = Path(__file__).resolve().parent.parent
 console = Console(stderr=True, width=130)
@@ -55,31 +51,13 @@ def heldout_file() -> Path:
     return stdlib / "textwrap.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_backend(port: int, log_path: Path) -> subprocess.Popen:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "quickcode", "serve", "--port", str(port)], cwd=REPO,
-                            stdout=open(log_path, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+def start_demo_backend(log_path: Path) -> RunningBackend:
     t0 = time.monotonic()
     with console.status("[bold]starting the backend (vLLM engine with the draft model)…") as status:
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"the backend exited ({proc.returncode}); see {log_path}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                pass
-            status.update(f"[bold]starting the backend (vLLM engine with the draft model)… {time.monotonic() - t0:.0f} s")
-            time.sleep(0.5)
+        b = start_backend(log_path, on_wait=lambda s: status.update(
+            f"[bold]starting the backend (vLLM engine with the draft model)… {s:.0f} s"))
     console.print(f"backend ready in {time.monotonic() - t0:.1f} s (log {log_path.relative_to(REPO)})")
-    return proc
+    return b
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -130,21 +108,16 @@ def _obj(o) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     path = args.file or heldout_file()
-    proc = None
+    backend = None
     url = args.url
     if url is None:
-        port = _free_port()
-        proc = start_backend(port, REPO / "artifacts" / "logs" / "demo-backend.log")
-        url = f"ws://127.0.0.1:{port}/v1/ws"
+        backend = start_demo_backend(REPO / "artifacts" / "logs" / "demo-backend.log")
+        url = backend.ws_url
     try:
         out = asyncio.run(session(url, path, args))
     finally:
-        if proc is not None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+        if backend is not None:
+            stop_backend(backend)
     res, stats = out["res"], out["stats"]
     falls = [w for w in stats.get("waterfalls", []) if w.get("client_first_chunk_ms")]
 

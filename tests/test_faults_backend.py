@@ -23,7 +23,8 @@ import psutil
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from tests.conftest import ARTIFACTS, RunningBackend, start_backend, stop_backend
+from backend.launch import RunningBackend, start_backend, stop_backend
+from tests.conftest import ARTIFACTS
 from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -20,7 +20,8 @@ import websockets
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from tests.conftest import ARTIFACTS, free_port, start_backend, stop_backend
+from backend.launch import free_port, start_backend, stop_backend
+from tests.conftest import ARTIFACTS
 from tests.test_lsp_e2e import quiet_status, CONTEXTS, capabilities, command, end_pos, inline_params, open_doc
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

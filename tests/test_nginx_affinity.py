@@ -15,7 +15,8 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import ARTIFACTS, REPO, free_port, start_backend, stop_backend
+from backend.launch import free_port, start_backend, stop_backend
+from tests.conftest import ARTIFACTS, REPO
 from tests.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.nginx, pytest.mark.engine, pytest.mark.slow]

@@ -20,6 +20,8 @@ import urllib.request
 
 import pytest
 
+from backend.launch import free_port
+
 from tests.e2e.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, REPO, Timer, failure_context, tail
 
 pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
@@ -49,13 +51,6 @@ SETTINGS = {
     "update.mode": "none",
     "chat.disableAIFeatures": True,
 }
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def accepted_events(http_url: str) -> float:

@@ -6,7 +6,6 @@ token (`metrics_token_sha256`), which opens nothing else; `metrics_bind` serves 
 """
 from __future__ import annotations
 
-import socket
 import urllib.request
 
 from fastapi.testclient import TestClient
@@ -17,6 +16,7 @@ from backend import metrics
 from backend.app import create_app
 from backend.auth import hash_token
 from backend.engine import EngineStats
+from backend.launch import free_port
 from backend.settings import Settings
 
 
@@ -66,14 +66,8 @@ def test_without_a_scrape_token_only_users_scrape():
     assert client.get("/metrics", headers={"Authorization": "Bearer qc_a"}).status_code == 200
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_metrics_bind_serves_the_registry_without_auth():
-    port = _free_port()
+    port = free_port()
     server = metrics.serve_separately(f"127.0.0.1:{port}")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:

@@ -1,0 +1,31 @@
+"""The benchmarks' WebSocket client (benchmarks/loadgen.py) against the real server over the fake engine: it
+speaks the wire through protocol/'s codec, and what it records per request is what the server sent."""
+from __future__ import annotations
+
+import asyncio
+
+from backend.fake_engine import FakeEngine
+from backend.launch import backend_at
+from backend.settings import Settings
+from benchmarks.loadgen import Session
+
+
+def test_a_bench_session_records_chunks_done_timing_and_cancel(fake_backend):
+    b = fake_backend(FakeEngine(Settings(spec_method="off"), script=lambda p: [" a", " b", " c"]))
+    assert backend_at(b.ws_url).http_url == b.http_url and backend_at(b.http_url).ws_url == b.ws_url
+
+    async def run():
+        s = await Session(b.ws_url, "bench-user").open()
+        assert s.session_id
+        done = await s.wait(s.complete("x = ", max_tokens=8, stop=["@"], rid="one").id, 10)
+        bad = await s.wait(s.complete("x = ", max_tokens=10**6, rid="big").id, 10)
+        await s.cancel("never-sent")        # ignored by the server: no frame
+        await s.close()
+        return done, bad, s.other_frames
+
+    done, bad, other = asyncio.run(run())
+    assert done.finish == "stop" and done.text == "a b c" and done.chunks == 3
+    assert done.timing["output_tokens"] == 3 and done.timing["prompt_tokens"] > 0
+    assert done.ttft_s is not None and done.total_s >= done.ttft_s
+    assert bad.finish == "error:max_tokens_too_large" and bad.timing == {}
+    assert other == []
