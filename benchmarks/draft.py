@@ -2,7 +2,7 @@
 
 Offline (draft_model/evaluate.py): the target's held-out loss/top-1, greedy acceptance for K = 1..8 overall
 and per pattern, the draft/target cost ratio c, expected and simulated speed-ups, idiom completions.
-In vLLM (benchmarks/draft_vllm.py, one engine per process, the backend's own engine arguments), on the same
+In vLLM (draft_model/vllm_runner.py, one engine per process, the backend's own engine arguments), on the same
 held-out FIM prompts at batch 1: the plain target, the target with the draft at K (default 8; engine-wide
 accepted-per-position gives acceptance for every K' <= K, and per-request per-step counts give acceptance
 per pattern), optionally ngram prompt lookup, and the INT8 target (agreement with bf16, vLLM-scored
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> dict:
         spec = {"prompts": prompts, "max_tokens": args.max_tokens, "warmup": 2, "loss_windows": windows,
                 "runs": [{"name": name.replace(" ", "_").replace("+", "").replace("=", ""),
                           "label": name, "settings": {**paths, **s}, "loss": loss} for name, s, loss in plan]}
-        from benchmarks.draft_vllm import run_subprocesses
+        from draft_model.vllm_runner import run_subprocesses
 
         res = run_subprocesses(spec, args.work, reuse=args.reuse)
         runs = {r["label"]: res[r["name"]] for r in spec["runs"]}

@@ -1,6 +1,6 @@
 """`quickcode bench typing`: what the language server's intelligence is worth to a user, on real typing.
 
-A simulated developer (quickcode/editor_sim.py) types real source files the models never trained on
+A simulated developer (benchmarks/editor_sim.py) types real source files the models never trained on
 (held-out standard-library modules) keystroke by keystroke, with human timing (bursts, pauses, typos,
 accepting right suggestions), through the real language server and the real backend, the way VS Code asks
 (every keystroke, cancelling the previous request). Three language-server configurations type the same
@@ -102,7 +102,7 @@ def _engine_counters(http: str) -> dict:
 
 
 async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir: str) -> dict:
-    from quickcode.editor_sim import SimEditor, TypingModel, lsp_command
+    from benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
 
     path, before, target = seg
     http = "http" + url[2:].split("/v1/", 1)[0] if url.startswith("ws") else None
@@ -141,7 +141,7 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
 def _code_key() -> str:
     """What the pooled sessions must share: the language server's code (and the simulator's)."""
     h = hashlib.sha256()
-    for p in sorted([*(REPO / "lsp_client").glob("*.py"), REPO / "quickcode" / "editor_sim.py"]):
+    for p in sorted([*(REPO / "lsp_client").glob("*.py"), REPO / "benchmarks" / "editor_sim.py"]):
         h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()[:12]
 

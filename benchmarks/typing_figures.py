@@ -1,7 +1,7 @@
 """The typing benchmark's figures from its session records: pure functions over plain dicts (no I/O).
 
 A session record is what `benchmarks/typing.py` keeps of one arm typing one segment: the simulated editor's
-position-by-position log (quickcode/editor_sim.py: `asks`, `shows`, `accepts`, `waits`, offsets `at` into the
+position-by-position log (benchmarks/editor_sim.py: `asks`, `shows`, `accepts`, `waits`, offsets `at` into the
 segment), the language server's counters, and the backend's engine counters over the session (`engine`:
 requests, prompt tokens looked up / found cached, output tokens). Figures:
 

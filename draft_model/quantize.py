@@ -86,7 +86,7 @@ def quantize(src: Path, out: Path, data_dir: Path, *, calib_samples: int = 64, c
 def vllm_agreement(bf16_dir: Path, int8_dir: Path, data_dir: Path | None, n_prompts: int, max_tokens: int = 32,
                    work_dir: Path | None = None) -> dict:
     """Greedy outputs of the bf16 and INT8 models in vLLM on held-out FIM prompts (two engine starts)."""
-    from benchmarks.draft_vllm import run_subprocesses
+    from draft_model.vllm_runner import run_subprocesses
     from draft_model.evaluate import fim_cases, prompt_ids
 
     prompts = prompt_ids(bf16_dir, fim_cases(bf16_dir, data_dir, n_prompts), 512)

@@ -21,7 +21,7 @@ from lsp_client.channel import Channel
 from lsp_client.completer import Completer
 from lsp_client.config import ClientConfig
 from lsp_client.report import latency_report
-from quickcode import __version__
+from protocol import __version__
 
 log = logging.getLogger("quickcode.lsp")
 

@@ -66,7 +66,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def session(url: str, path: Path, args: argparse.Namespace) -> dict:
-    from quickcode.editor_sim import SimEditor, TypingModel, lsp_command
+    from benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
 
     lines = path.read_text().splitlines(keepends=True)
     start = "".join(lines[: args.prefill_lines])

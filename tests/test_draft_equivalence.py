@@ -57,7 +57,7 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
 
     from backend.fim import FimTemplate, Healed, build_prompt, heal
     from backend.settings import Settings
-    from benchmarks.draft_vllm import run_subprocesses
+    from draft_model.vllm_runner import run_subprocesses
     from draft_model.evaluate import fim_cases
 
     s = Settings()  # what the session's backend runs (same environment)

@@ -283,7 +283,7 @@ def _other_tokenizer(tmp_path: Path) -> Path:
 @pytest.mark.pipeline
 @pytest.mark.slow
 def test_vllm_loads_the_exports_and_speculative_output_equals_plain(tiny, tmp_path):
-    from benchmarks.draft_vllm import run_subprocesses
+    from draft_model.vllm_runner import run_subprocesses
     from draft_model.evaluate import fim_cases, prompt_ids
 
     cases = fim_cases(tiny["target_dir"], tiny["data"], 12)

@@ -1,5 +1,5 @@
 """The simulated developer's Enter: the editor indents the new line (what VS Code, Neovim and JetBrains do)."""
-from quickcode.editor_sim import _indent_at
+from benchmarks.editor_sim import _indent_at
 
 
 def test_enter_brings_the_next_lines_indentation_and_nothing_on_a_blank_line():
@@ -18,7 +18,7 @@ def test_a_segment_cut_off_in_the_indentation_is_indented_by_enter_not_typed_spa
 def test_the_developers_pauses_and_coins_depend_only_on_the_seed_and_the_place():
     """Two language servers typing the same segment meet the same pauses at the same places (whatever each
     showed or had accepted before): the typing benchmark compares them place by place."""
-    from quickcode.editor_sim import SimEditor, TypingModel
+    from benchmarks.editor_sim import SimEditor, TypingModel
 
     a, b = SimEditor(["true"], seed=7), SimEditor(["true"], seed=7)
     b.rng_at(3).random()                                   # history does not move the stream of a place

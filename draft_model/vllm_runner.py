@@ -2,7 +2,7 @@
 
 A subprocess entry point (vLLM spawns processes, and each engine should start from a clean environment):
 
-    python -m benchmarks.draft_vllm SPEC.json OUT.json
+    python -m draft_model.vllm_runner SPEC.json OUT.json
 
 SPEC = {"runs": [{"name": str, "settings": {Settings field: value}}, ...], "prompts": [[token id, ...], ...],
         "max_tokens": int, "warmup": int, "loss_windows": [[token id, ...], ...] (optional, scored by runs
@@ -157,7 +157,7 @@ def run_subprocesses(spec: dict, work_dir: Path, timeout_s: float = 1800.0, reus
         out_path.unlink(missing_ok=True)
         print(f"[vllm] {name}: starting an engine (log {log_path})", file=sys.stderr, flush=True)
         with open(log_path, "w") as log:
-            proc = subprocess.run([sys.executable, "-m", "benchmarks.draft_vllm", str(spec_path), str(out_path)],
+            proc = subprocess.run([sys.executable, "-m", "draft_model.vllm_runner", str(spec_path), str(out_path)],
                                   cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
         if proc.returncode != 0 or not out_path.exists():
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
