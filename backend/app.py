@@ -217,4 +217,7 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     from backend.openai_api import register as register_openai
 
     register_openai(app, backend)
+    from backend.compat_api import register as register_compat
+
+    register_compat(app, backend)
     return app

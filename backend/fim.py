@@ -139,6 +139,80 @@ class FimTemplate:
                             self.repo_id, *self.stop_ids) if i is not None}
 
 
+def _marker_forms(tok: Tokenizer, token_id: int | None) -> list[str]:
+    """How a client writes a special token in a prompt: its name, and for SentencePiece names (`▁<PRE>`) also
+    without the `▁` (CodeLlama's `<PRE> …`, as Continue's template writes it)."""
+    if token_id is None:
+        return []
+    name = tok.id_to_token(token_id)
+    return [name, name[1:]] if name.startswith("▁") else [name]
+
+
+def split_templated(tok: Tokenizer, t: FimTemplate, prompt: str) -> tuple[str, str] | None:
+    """(prefix, suffix) of a prompt that a client already wrote in the served model's FIM template — its
+    markers in any order (PSM, SPM, StarCoder's `<P><S>suffix<M>prefix`); the text after the middle marker
+    continues the prefix. None when the prompt holds no such markers, or holds more than the plain template
+    (text before the first marker other than BOS, a marker twice, other special tokens): that prompt is sent to
+    the model as its own tokens instead. Re-templating a plain one keeps what the suffix form gets — the
+    model's real order, token healing, the budget cut — so both give the same completion."""
+    labels = {"P": _marker_forms(tok, t.prefix_id), "S": _marker_forms(tok, t.suffix_id),
+              "M": _marker_forms(tok, t.middle_id)}
+    found = []
+    for label, forms in labels.items():
+        hits = [(prompt.find(f), f) for f in forms if f in prompt]
+        if len(hits) > 1 or any(prompt.count(f) > 1 for _, f in hits):
+            return None
+        if hits:
+            found.append((hits[0][0], label, hits[0][1]))
+    if not {"P", "S"} <= {label for _, label, _ in found}:
+        return None
+    found.sort()
+    head = prompt[:found[0][0]]
+    bos = tok.id_to_token(t.bos_id) if t.bos_id is not None else None
+    if head and head != bos:
+        return None
+    parts = {"P": "", "S": "", "M": ""}
+    for i, (pos, label, form) in enumerate(found):
+        end = found[i + 1][0] if i + 1 < len(found) else len(prompt)
+        parts[label] = prompt[pos + len(form):end]
+    if labels["P"][0].startswith("▁"):          # CodeLlama: "<PRE> {prefix} <SUF>{suffix} <MID>"
+        parts = {k: v[1:] if k == "P" and v.startswith(" ") else v for k, v in parts.items()}
+        if found[-1][1] != "P":
+            parts["P"] = parts["P"][:-1] if parts["P"].endswith(" ") else parts["P"]
+            parts["S"] = parts["S"][:-1] if parts["S"].endswith(" ") else parts["S"]
+    specials = [c for c in (tok.id_to_token(i) for i in t.special_ids()) if c]
+    if any(s in v for v in parts.values() for s in specials):
+        return None
+    return parts["P"] + parts["M"], parts["S"]
+
+
+def holds_special_tokens(tok: Tokenizer, prompt: str) -> bool:
+    """Whether `prompt` spells one of the tokenizer's special (added) tokens."""
+    return any(a.special and a.content in prompt for a in tok.get_added_tokens_decoder().values())
+
+
+def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
+                  suffix: str) -> tuple[str, str, list[int] | None]:
+    """(prefix, suffix, ids) for a compat endpoint's prompt: plain text is the prefix (ids None: built as usual);
+    a prompt in the served model's FIM template is split back into prefix and suffix; any other prompt that
+    spells special tokens goes to the model as its tokens, the special tokens as themselves (ids)."""
+    if tok is None or t is None or not holds_special_tokens(tok, prompt):
+        return prompt, suffix, None
+    split = split_templated(tok, t, prompt)
+    if split is not None:
+        return split[0], split[1], None
+    return prompt, suffix, tok.encode(prompt).ids
+
+
+def drop_special_stops(tok: Tokenizer | None, stop: list[str]) -> list[str]:
+    """Stop strings minus the tokenizer's special tokens (a client's template lists them: `<|fim_pad|>`, …);
+    those never reach the text, and the model's end tokens already stop it."""
+    if tok is None:
+        return stop
+    specials = {a.content for a in tok.get_added_tokens_decoder().values() if a.special}
+    return [s for s in stop if s not in specials]
+
+
 def render_snippets(snippets: list[tuple[str, str]], language: str) -> str:
     """Other files' code as comments above the prefix (model-agnostic, as Copilot's neighbouring tabs)."""
     c = _COMMENT.get(language, "//" if language else "#")

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
+from backend.fim import client_prompt, drop_special_stops
 from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, ProtocolError
 
 _STATUS = {ErrorCode.UNAUTHORIZED: 401, ErrorCode.RATE_LIMITED: 429, ErrorCode.ENGINE_UNAVAILABLE: 503,
@@ -62,16 +63,20 @@ def register(app: FastAPI, backend) -> None:
         if not ok:
             return _error(401, "missing or invalid API token", ErrorCode.UNAUTHORIZED.value, "authentication_error")
         prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
-        stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+        tok, template = getattr(backend.engine, "tokenizer", None), getattr(backend.engine, "template", None)
+        stop = drop_special_stops(tok, [body.stop] if isinstance(body.stop, str) else list(body.stop or []))
+        # a prompt in the served model's own FIM template (Continue's, llama.vscode's): its markers are the
+        # special tokens, not text (backend/fim.py client_prompt)
+        prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix or "")
         sid = "http-" + secrets.token_hex(6)
         rid = "cmpl-" + secrets.token_hex(8)
-        msg = Complete(id=rid, prefix=prompt, suffix=body.suffix or "",
+        msg = Complete(id=rid, prefix=prefix, suffix=suffix,
                        max_tokens=16 if body.max_tokens is None else body.max_tokens,
                        temperature=body.temperature or 0.0, stop=stop, language="", path="")
         sink = QueueSink()
         svc = backend.service
         try:
-            svc.submit(sink, sid, user or f"anon:{sid}", msg, time.perf_counter())
+            svc.submit(sink, sid, user or f"anon:{sid}", msg, time.perf_counter(), ids)
         except ProtocolError as e:
             return _error(_STATUS.get(e.code, 400), e.message, e.code.value)
         created = int(time.time())

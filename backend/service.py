@@ -94,20 +94,29 @@ class CompletionService:
         return len(self.requests)
 
     # ── client events
-    def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float) -> None:
-        """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error frame)."""
+    def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float,
+               prompt_ids: list[int] | None = None) -> None:
+        """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error frame).
+        `prompt_ids`: a prompt the client templated itself (its own FIM tokens, compat endpoints), used as is."""
         key = (session_id, msg.id)
         self._validate(key, session_id, user, msg)
         t0 = time.perf_counter()
         template = self.engine.template
-        files = [(s.path, s.text) for s in msg.snippets]
-        # other files: in the family's own file-separator format where it has one, else as comments
-        snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
         max_tokens = 1 if msg.prefill_only else msg.max_tokens
         budget = min(self.s.max_prompt_tokens, self.engine.max_model_len - max_tokens - 1)
-        prefix, healed = heal(msg.prefix) if self.s.heal_space else (msg.prefix, "")
-        ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
-                           self.s.fim_policy, files=files if template.file_id is not None else None, path=msg.path)
+        healed = ""
+        if prompt_ids is not None:
+            if len(prompt_ids) > budget:
+                raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
+                                    f"a pre-templated prompt of {len(prompt_ids)} tokens exceeds {budget}", msg.id)
+            ids = list(prompt_ids)
+        else:
+            files = [(s.path, s.text) for s in msg.snippets]
+            # other files: in the family's own file-separator format where it has one, else as comments
+            snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
+            prefix, healed = heal(msg.prefix) if self.s.heal_space else (msg.prefix, "")
+            ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
+                               self.s.fim_policy, files=files if template.file_id is not None else None, path=msg.path)
         now = time.perf_counter()
         req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now,
                       healed=Healed(healed))

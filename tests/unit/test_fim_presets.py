@@ -119,3 +119,31 @@ def test_real_vocabularies_are_detected():
     t = fim.FimTemplate.load(REPO / "no-such-model-folder", ds)
     assert t.name == "deepseek-coder" and t.bos_id == ds.token_to_id("<｜begin▁of▁sentence｜>")
     assert ds.token_to_id("<|EOT|>") in t.stop_ids
+
+
+@pytest.mark.parametrize("family, prompt, want", [
+    ("qwen2.5-coder", "<|fim_prefix|>a b<|fim_suffix|>c<|fim_middle|>", ("a b", "c")),    # Continue's qwenCoder
+    ("starcoder2", "<fim_prefix><fim_suffix>c<fim_middle>a b", ("a b", "c")),              # StarCoder's SPM
+    ("starcoder2", "<fim_prefix>a b<fim_suffix>c", ("a b", "c")),                            # no middle marker
+    ("codellama", "<PRE> a b <SUF>c <MID>", ("a b", "c")),                                   # Continue's codeLlama
+    ("codestral", "[SUFFIX]c[PREFIX]a b", ("a b", "c")),
+    ("deepseek-coder", "<｜begin▁of▁sentence｜><｜fim▁begin｜>a<｜fim▁hole｜>c<｜fim▁end｜>", ("a", "c")),
+    ("qwen2.5-coder", "x<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>", None),               # text before: raw
+    ("qwen2.5-coder", "<|fim_prefix|>a<|fim_prefix|>b<|fim_suffix|>c<|fim_middle|>", None),  # a marker twice
+    ("qwen2.5-coder", "<|fim_prefix|>a<|file_sep|>b<|fim_suffix|>c<|fim_middle|>", None),     # other specials
+    ("qwen2.5-coder", "a b", None),
+])
+def test_a_prompt_in_the_models_own_template_is_split_back(family, prompt, want):
+    tok = family_tokenizer(FAMILIES[family])
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert fim.split_templated(tok, t, prompt) == want
+
+
+def test_client_prompt_plain_templated_or_raw():
+    tok = family_tokenizer(FAMILIES["qwen2.5-coder"])
+    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert fim.client_prompt(tok, t, "a b", "c") == ("a b", "c", None)
+    assert fim.client_prompt(tok, t, "<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>", "") == ("a", "c", None)
+    raw = "<|file_sep|>x.py\na<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>"
+    assert fim.client_prompt(tok, t, raw, "")[2] == tok.encode(raw).ids
+    assert fim.drop_special_stops(tok, ["<|fim_pad|>", "\n\n", "<|endoftext|>"]) == ["\n\n"]

@@ -1,0 +1,222 @@
+"""The compatible endpoints (backend/compat_api.py) with the clients and request shapes that use them.
+
+Official clients: `openai` (`/v1/models`, `/v1/completions`) and `ollama` (`/api/generate`, `/api/tags`).
+Exact request shapes copied from the plugins' source:
+- llama.vim, ggml-org/llama.vim `autoload/llama.vim` (`llama#fim`: the FIM request with `response_fields`;
+  `s:ring_update`: the `n_predict: 0` warm-up of the extra context);
+- llama.vscode, ggml-org/llama.vscode `src/llama-server.ts` (`createRequestPayload`);
+- Continue, continuedev/continue `core/autocomplete/templating/AutocompleteTemplate.ts`
+  (`stableCodeFimTemplate`: the pre-templated prompt and its stop list) and `core/llm/llms/Ollama.ts`
+  (`_getGenerateOptions`: prompt + suffix, raw, options).
+The server is the real one (uvicorn, HTTP, SSE/NDJSON) over the fake engine, whose text depends on the whole
+prompt: the same text means the same prompt. tests/test_compat_engine.py runs the clients on vLLM.
+"""
+from __future__ import annotations
+
+import httpx
+import ollama
+import openai
+import pytest
+
+from backend.auth import hash_token
+from backend.fake_engine import FakeEngine
+from backend.launch import InProcessBackend
+from backend.settings import Settings
+from tests.ws_helpers import complete, http_get, open_session
+
+MODEL = "quickcode-embedded"
+PREFIX = "def area(w, h):\n    return w"
+SUFFIX = " * h\n\n\nprint(area(2, 3))\n"          # text after the cursor on its line: a FIM prompt
+
+
+def prompt_words(prompt: str):
+    h = sum(ord(c) * (i + 1) for i, c in enumerate(prompt)) % 1000
+    return [f" w{(h + 7 * i) % 1000}" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def fake():
+    s = Settings(spec_method="off", replica_id="compat", shutdown_drain_s=0.5)
+    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b:
+        yield b
+
+
+def ws_text(fake, prefix: str, suffix: str, max_tokens: int, **fields) -> str:
+    ws, _ = open_session(fake.ws_url)
+    with ws:
+        r = complete(ws, "ref", prefix, suffix=suffix, max_tokens=max_tokens, **fields)
+    assert r.kind == "done", r
+    return r.text
+
+
+def requests_served(fake) -> float:
+    body = http_get(f"{fake.http_url}/metrics")[1].decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
+               if line.startswith("quickcode_requests_total{"))
+
+
+# ── OpenAI
+
+def test_openai_client_lists_the_served_model(fake):
+    with openai.OpenAI(base_url=f"{fake.http_url}/v1", api_key="x", max_retries=0) as c:
+        models = c.models.list()
+    assert [m.id for m in models.data] == [MODEL] and models.data[0].owned_by == "quickcode"
+
+
+def test_continue_pretemplated_prompt_gives_the_suffix_forms_text(fake):
+    """Continue's stableCodeFimTemplate `<fim_prefix>{{{prefix}}}<fim_suffix>{{{suffix}}}<fim_middle>` sent as
+    the whole prompt, with its stop list: the markers are the model's FIM tokens, so the completion is the one
+    of prompt + suffix (the embedded model's real order is SPM: the prompt is rebuilt, not passed as text)."""
+    continue_stop = ["<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<file_sep>", "<|endoftext|>",
+                     "</fim_middle>", "</code>"]
+    with openai.OpenAI(base_url=f"{fake.http_url}/v1", api_key="x", max_retries=0) as c:
+        templated = c.completions.create(model=MODEL, prompt=f"<fim_prefix>{PREFIX}<fim_suffix>{SUFFIX}<fim_middle>",
+                                         max_tokens=8, temperature=0, stop=continue_stop)
+        suffix_form = c.completions.create(model=MODEL, prompt=PREFIX, suffix=SUFFIX, max_tokens=8, temperature=0)
+        # another family's markers are not this model's tokens: plain text, another prompt
+        as_text = c.completions.create(model=MODEL, prompt=f"<|fim_prefix|>{PREFIX}<|fim_suffix|>{SUFFIX}<|fim_middle|>",
+                                       max_tokens=8, temperature=0)
+    assert templated.choices[0].text == suffix_form.choices[0].text == ws_text(fake, PREFIX, SUFFIX, 8)
+    assert templated.usage.prompt_tokens == suffix_form.usage.prompt_tokens
+    assert as_text.choices[0].text != suffix_form.choices[0].text     # a different prompt: the check can fail
+
+
+def test_a_prompt_with_more_than_the_template_goes_to_the_model_as_its_tokens(fake):
+    tok = fake.engine.tokenizer
+    prompt = f"<file_sep>util.py\ndef helper(): pass\n<file_sep>main.py\n<fim_prefix>{PREFIX}<fim_suffix>{SUFFIX}<fim_middle>"
+    before = set(fake.engine.requests)
+    with openai.OpenAI(base_url=f"{fake.http_url}/v1", api_key="x", max_retries=0) as c:
+        out = c.completions.create(model=MODEL, prompt=prompt, max_tokens=4)
+    (new,) = [r for k, r in fake.engine.requests.items() if k not in before]
+    assert new.prompt_ids == tok.encode(prompt).ids            # special tokens as themselves, nothing added
+    assert new.prompt_ids[0] == tok.token_to_id("<file_sep>") and new.prompt_ids[-1] == tok.token_to_id("<fim_middle>")
+    assert out.usage.prompt_tokens == len(new.prompt_ids)
+
+
+# ── Ollama
+
+def test_ollama_client_generates_with_suffix_streaming_or_not(fake):
+    """Continue's Ollama request (`_getGenerateOptions`): prompt, suffix, raw, options, keep_alive, stream."""
+    client = ollama.Client(host=fake.http_url)
+    opts = {"temperature": 0.0, "num_predict": 8, "stop": ["<|endoftext|>"], "top_p": 0.9, "num_ctx": 4096}
+    whole = client.generate(model=MODEL, prompt=PREFIX, suffix=SUFFIX, options=opts, keep_alive=1800, raw=False)
+    parts = list(client.generate(model=MODEL, prompt=PREFIX, suffix=SUFFIX, options=opts, stream=True))
+    assert whole.done and whole.done_reason == "length" and whole.eval_count == 8
+    assert whole.response == ws_text(fake, PREFIX, SUFFIX, 8)
+    assert "".join(p.response for p in parts) == whole.response and parts[-1].done and not parts[0].done
+    assert whole.prompt_eval_count > 10 and whole.total_duration > 0
+
+
+def test_ollama_raw_pretemplated_prompt_is_the_suffix_form(fake):
+    client = ollama.Client(host=fake.http_url)
+    raw = client.generate(model=MODEL, prompt=f"<fim_prefix>{PREFIX}<fim_suffix>{SUFFIX}<fim_middle>", raw=True,
+                          options={"num_predict": 6})
+    assert raw.response == client.generate(model=MODEL, prompt=PREFIX, suffix=SUFFIX, options={"num_predict": 6}).response
+
+
+def test_ollama_model_list_version_and_show(fake):
+    client = ollama.Client(host=fake.http_url)
+    assert [m.model for m in client.list().models] == [MODEL]
+    shown = client.show(MODEL)
+    assert ".Suffix" in shown.template and "insert" in shown.capabilities   # Continue: FIM supported
+    with httpx.Client() as http:
+        assert http.get(f"{fake.http_url}/api/version").json()["version"].count(".") == 2
+        r = http.post(f"{fake.http_url}/api/generate", json={"model": MODEL, "prompt": "x", "options": {"num_predict": "lots"}})
+        assert r.status_code == 400 and "num_predict" in r.json()["error"]
+        r = http.post(f"{fake.http_url}/api/generate", json={"model": MODEL, "prompt": "x", "stream": False,
+                                                              "options": {"num_predict": 10**6}})
+        assert r.status_code == 200 and r.json()["eval_count"] <= 256       # capped at max_tokens_limit
+
+
+# ── llama.cpp server
+
+LLAMA_VIM_FIELDS = ["content", "timings/prompt_n", "timings/prompt_ms", "timings/prompt_per_token_ms",
+                    "timings/prompt_per_second", "timings/predicted_n", "timings/predicted_ms",
+                    "timings/predicted_per_token_ms", "timings/predicted_per_second", "truncated", "tokens_cached"]
+
+
+def llama_vim_request(prefix_lines: str, line_prefix: str, suffix: str, extra: list[dict]) -> dict:
+    """llama#fim's json_encode({...}) in ggml-org/llama.vim autoload/llama.vim, field for field."""
+    return {"input_prefix": prefix_lines, "input_suffix": suffix, "input_extra": extra, "prompt": line_prefix,
+            "n_predict": 8, "n_indent": 4, "top_k": 40, "top_p": 0.99, "stream": False,
+            "samplers": ["top_k", "top_p", "infill"], "cache_prompt": True, "t_max_prompt_ms": 500,
+            "t_max_predict_ms": 1500, "response_fields": LLAMA_VIM_FIELDS}
+
+
+def test_llama_vim_infill_request_gets_a_completion(fake):
+    lines, cur = PREFIX.rsplit("\n", 1)
+    extra = [{"text": "def volume(w, h, d):\n    return w * h * d\n", "time": [1732, 5], "filename": "geo.py"}]
+    with httpx.Client(timeout=30) as http:
+        r = http.post(f"{fake.http_url}/infill", json=llama_vim_request(lines + "\n", cur, SUFFIX, extra))
+    assert r.status_code == 200
+    body = r.json()
+    assert set(body) == set(LLAMA_VIM_FIELDS)      # only those, nested ones by their flat "a/b" key, as llama.cpp
+    assert body["content"] == ws_text(fake, PREFIX, SUFFIX, 8, snippets=[{"path": "geo.py", "text": extra[0]["text"]}])
+    assert body["timings/predicted_n"] == 8 and body["timings/prompt_n"] > 10 and body["truncated"] is False
+
+
+def test_llama_vim_ring_update_warmup_generates_nothing(fake):
+    """s:ring_update: input_prefix/suffix empty, the chunks in input_extra, n_predict 0, response_fields [""]."""
+    chunk = {"text": "import os\n", "time": [1, 2], "filename": "a.py"}
+    body = {"input_prefix": "", "input_suffix": "", "input_extra": [chunk], "prompt": "", "n_predict": 0,
+            "temperature": 0.0, "stream": False, "samplers": [], "cache_prompt": True, "t_max_prompt_ms": 1,
+            "t_max_predict_ms": 1, "response_fields": [""]}
+    before = set(fake.engine.requests)
+    with httpx.Client(timeout=30) as http:
+        r = http.post(f"{fake.http_url}/infill", json=body)
+    assert r.status_code == 200 and r.json() == {}
+    (new,) = [r for k, r in fake.engine.requests.items() if k not in before]
+    assert new.max_tokens == 1 and "import os" in fake.engine.tokenizer.decode(new.prompt_ids)
+
+
+def test_llama_vscode_infill_request_and_stream(fake):
+    """createRequestPayload(false, …) of ggml-org/llama.vscode src/llama-server.ts."""
+    lines, cur = PREFIX.rsplit("\n", 1)
+    payload = {"input_prefix": lines + "\n", "input_suffix": SUFFIX, "input_extra": [], "prompt": cur, "n_predict": 8,
+               "top_k": 40, "top_p": 0.99, "stream": False, "samplers": ["top_k", "top_p", "infill"],
+               "cache_prompt": True, "n_indent": 4, "t_max_prompt_ms": 500, "t_max_predict_ms": 2500}
+    with httpx.Client(timeout=30) as http:
+        r = http.post(f"{fake.http_url}/infill", json=payload)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["stop"] is True and body["tokens_predicted"] == 8 and body["timings"]["predicted_n"] == 8
+        assert body["content"] == ws_text(fake, PREFIX, SUFFIX, 8)
+        with http.stream("POST", f"{fake.http_url}/infill", json={**payload, "stream": True}) as s:
+            events = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+    import json
+    parsed = [json.loads(e) for e in events]
+    assert "".join(p["content"] for p in parsed) == body["content"] and parsed[-1]["stop"] and not parsed[0]["stop"]
+
+
+def test_infill_errors_have_llama_cpp_shape(fake):
+    with httpx.Client(timeout=30) as http:
+        r = http.post(f"{fake.http_url}/infill", content=b"{not json")
+        assert r.status_code == 400 and set(r.json()["error"]) == {"code", "message", "type"}
+        r = http.post(f"{fake.http_url}/infill", json={"input_prefix": "x" * 70_000, "n_predict": 2})
+        assert r.status_code == 400 and "exceeds" in r.json()["error"]["message"]
+
+
+def test_compat_requests_go_through_the_shared_service(fake):
+    before = requests_served(fake)
+    with httpx.Client(timeout=30) as http:
+        http.post(f"{fake.http_url}/infill", json={"input_prefix": "x = ", "n_predict": 2})
+        http.post(f"{fake.http_url}/api/generate", json={"prompt": "y = ", "stream": False, "options": {"num_predict": 2}})
+    assert requests_served(fake) - before == 2
+
+
+def test_auth_applies_to_every_compat_endpoint(fake_backend):
+    b = fake_backend(auth_tokens=f"alice:{hash_token('qc_alice')}")
+    with httpx.Client(timeout=30) as http:
+        assert http.get(f"{b.http_url}/v1/models").status_code == 401
+        assert http.get(f"{b.http_url}/api/tags").status_code == 401
+        r = http.post(f"{b.http_url}/infill", json={"input_prefix": "x", "n_predict": 1})
+        assert r.status_code == 401 and r.json()["error"]["code"] == 401
+        r = http.post(f"{b.http_url}/api/generate", json={"prompt": "x"})
+        assert r.status_code == 401 and "error" in r.json()
+        good = {"Authorization": "Bearer qc_alice"}
+        assert http.get(f"{b.http_url}/v1/models", headers=good).status_code == 200
+        r = http.post(f"{b.http_url}/api/generate", json={"prompt": "x", "stream": False, "options": {"num_predict": 2}},
+                      headers=good)
+        assert r.status_code == 200 and r.json()["done"]
+    client = ollama.Client(host=b.http_url, headers={"Authorization": "Bearer qc_alice"})
+    assert client.generate(model=MODEL, prompt="def f():", options={"num_predict": 2}).done
