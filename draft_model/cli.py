@@ -89,6 +89,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--kind", default="target", help="target | draft | draft-distilled (recorded in provenance)")
     e.set_defaults(func=_export)
 
+    c = msub.add_parser("card", help="write each model folder's README.md (model card) from what the folder records")
+    c.add_argument("dirs", type=Path, nargs="*", help="model folders (default: every folder of models/)")
+    c.add_argument("--check", action="store_true", help="write nothing; exit 1 if a card is out of date")
+    c.set_defaults(func=_card)
+
+
+def _card(args: argparse.Namespace) -> int:
+    from backend.assets import CHECKOUT, models_dir
+    from draft_model.card import write
+
+    dirs = args.dirs or sorted(p for p in models_dir().iterdir() if (p / "model.safetensors").is_file())
+    stale = write([d.resolve() for d in dirs], CHECKOUT, check=args.check)
+    for d in stale:
+        print(f"{d / 'README.md'}: {'out of date' if args.check else 'written'}", file=sys.stderr)
+    return 1 if args.check and stale else 0
+
 
 def _export(args: argparse.Namespace) -> int:
     from draft_model.pipeline import provenance

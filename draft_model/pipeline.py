@@ -77,6 +77,8 @@ def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Pa
         "kind": kind, "size": size, "profile": p.name, "command": " ".join(["quickcode", *argv]),
         "result": result, "data_summary": json.loads((data_dir / "summary.json").read_text()),
         "heldout_modules": manifest["heldout_modules"], "trained_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        # for the model card (draft_model/card.py): what the kept files are licensed under, what was refused
+        "data_licences": manifest.get("licences"), "data_refused_licences": manifest.get("refused_licence"),
         "machine": {"cpu": platform.processor() or platform.machine(), "python": sys.version.split()[0]},
     }
 
