@@ -19,10 +19,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from backend import metrics
 from backend.auth import TokenStore, hash_token, token_from_headers
+from backend.debug_api import is_admin
 from backend.engine import Engine
+from backend.http_gate import HttpGate
 from backend.service import CompletionService
 from backend.session import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, CLOSE_UNAUTHORIZED, Session
 from backend.settings import Settings
+from backend.tenancy import Tenancy, resolve_isolation
+from protocol import Error, ErrorCode, encode
 
 log = logging.getLogger("quickcode.app")
 
@@ -35,7 +39,10 @@ class Backend:
         self.engine = engine
         self.service: CompletionService | None = None
         self.tokens = TokenStore(settings.auth_tokens_file, settings.auth_tokens)
+        self.tenancy = Tenancy(resolve_isolation(settings.cache_isolation, self.tokens.enabled, settings.host),
+                               self.tokens.team_of)
         self.sessions: set[Session] = set()
+        self.sessions_of: dict[str, int] = {}     # open sessions per authenticated user
         self.draining = False
         self.started_s = time.monotonic()
         self._engine_task: asyncio.Task | None = None
@@ -49,6 +56,7 @@ class Backend:
         if self.settings.metrics_bind:
             self._metrics_server = metrics.serve_separately(self.settings.metrics_bind)
         self.service = CompletionService(self.settings, self.engine)
+        self.service.salt_for = self.tenancy.cache_salt
         self.service.start()
         metrics.watch_engine(lambda: self.engine.stats)
         self._lag_probe = asyncio.create_task(metrics.probe_loop_lag(), name="loop-lag-probe")
@@ -117,12 +125,31 @@ class Backend:
         user = self.tokens.user_for(token_from_headers(headers, query_params))
         return user is not None, user
 
+    def may_reach(self, path: str, headers, query_params) -> bool:
+        """The HTTP gate's question: /metrics takes the scrape token too, /debug/* only the admin token
+        (checked again by its route), everything else a user's token (or nothing on an open server)."""
+        if path == "/metrics":
+            return self.may_scrape(headers, query_params)
+        if path.startswith("/debug/"):
+            return is_admin(self.settings, headers, query_params)
+        return self.user_for(headers, query_params)[0]
+
     def may_scrape(self, headers, query_params) -> bool:
         """/metrics: open server, a user's token, or the scrape-only token (`metrics_token_sha256`)."""
         if self.user_for(headers, query_params)[0]:
             return True
         token, want = token_from_headers(headers, query_params), self.settings.metrics_token_sha256.lower()
         return bool(token and want) and secrets.compare_digest(hash_token(token), want)
+
+
+async def refuse_session(ws: WebSocket, message: str) -> None:
+    """A session over a cap: one typed error frame, then close 1013 (try again later)."""
+    metrics.ERRORS.labels(ErrorCode.TOO_MANY_SESSIONS.value).inc()
+    try:
+        await ws.send_text(encode(Error(code=ErrorCode.TOO_MANY_SESSIONS.value, message=message)).decode())
+        await ws.close(CLOSE_TRY_AGAIN_LATER, "session limit reached")
+    except Exception:  # the client left first
+        pass
 
 
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
@@ -142,6 +169,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
 
     app = FastAPI(title="quickcode backend", lifespan=lifespan)
     app.state.backend = backend
+    # every HTTP route, present and future, behind one gate: token from the headers, then a bounded body
+    app.add_middleware(HttpGate, max_body_bytes=settings.max_body_bytes,
+                       allowed=backend.may_reach)
 
     @app.get("/healthz")
     async def healthz():
@@ -179,41 +209,30 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             await ws.close(CLOSE_GOING_AWAY, "server shutting down")
             return
         if len(backend.sessions) >= settings.max_sessions:
-            await ws.close(CLOSE_TRY_AGAIN_LATER, "session limit reached")
+            await refuse_session(ws, f"the server holds its limit of {settings.max_sessions} sessions")
+            return
+        if user is not None and backend.sessions_of.get(user, 0) >= settings.max_sessions_per_user:
+            await refuse_session(ws, f"user {user!r} already holds {settings.max_sessions_per_user} sessions "
+                                     f"(max_sessions_per_user)")
             return
         session = Session(ws, backend.service, settings, user, settings.served_model_name)
         backend.sessions.add(session)
+        if user is not None:
+            backend.sessions_of[user] = backend.sessions_of.get(user, 0) + 1
         try:
             await session.run()
         finally:
             backend.sessions.discard(session)
+            if user is not None:
+                left = backend.sessions_of.get(user, 1) - 1
+                if left > 0:
+                    backend.sessions_of[user] = left
+                else:
+                    backend.sessions_of.pop(user, None)
 
-    if settings.debug_endpoints:
-        @app.post("/debug/scheduler")
-        async def debug_scheduler(request: Request):
-            """Change the scheduler's mode/budget on a live engine (A/B benchmarks); only while nothing is live."""
-            ok, _ = backend.user_for(request.headers, request.query_params)
-            if not ok:
-                return JSONResponse({"error": "unauthorized"}, status_code=401)
-            svc = backend.service
-            if svc is None or svc.live_count or svc.sched.jobs:
-                return JSONResponse({"error": "requests are live"}, status_code=409)
-            cfg = svc.sched.cfg
-            for key, value in (await request.json()).items():
-                if key == "rates":       # restore measured rates (an A/B run switching modes on one engine)
-                    for name in ("prefill_tok_s", "decode_tok_s", "output_fill"):
-                        if name in value:
-                            setattr(svc.sched.rates, name, float(value[name]))
-                    continue
-                if key not in ("mode", "ttft_budget_s", "max_running", "shed_enabled", "per_user_inflight"):
-                    return JSONResponse({"error": f"unknown field {key!r}"}, status_code=400)
-                setattr(cfg, key, type(getattr(cfg, key))(value))
-            rates = svc.sched.rates
-            return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
-                                                    "per_user_inflight")},
-                    "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,
-                              "output_fill": rates.output_fill}}
+    from backend.debug_api import register as register_debug
 
+    register_debug(app, backend)
     from backend.openai_api import register as register_openai
 
     register_openai(app, backend)

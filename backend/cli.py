@@ -29,6 +29,7 @@ def _register_token(sub: argparse._SubParsersAction) -> None:
     tsub = t.add_subparsers(dest="token_cmd", required=True)
     i = tsub.add_parser("issue", help="print a new token for USER (shown once) and store its hash")
     i.add_argument("--user", required=True)
+    i.add_argument("--team", default="", help="the user's team: their prefix-cache tenant when cache_isolation=team")
     i.add_argument("--file", type=Path, required=True, help="the tokens file the server loads (auth_tokens_file)")
     i.set_defaults(func=_issue)
     r = tsub.add_parser("revoke", help="remove every token of USER")
@@ -37,6 +38,8 @@ def _register_token(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=_revoke)
     m = tsub.add_parser("scrape", help="print a new scrape-only token for Prometheus and the hash to configure")
     m.set_defaults(func=_scrape)
+    a = tsub.add_parser("admin", help="print a new admin token (for /debug/*) and the hash to configure")
+    a.set_defaults(func=_admin)
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -74,7 +77,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _issue(args: argparse.Namespace) -> int:
     from backend.auth import issue
 
-    token = issue(args.file, args.user)
+    try:
+        token = issue(args.file, args.user, args.team)
+    except ValueError as e:
+        raise SystemExit(f"quickcode token issue: {e}")
     print(token)
     print(f"stored the hash for user {args.user!r} in {args.file}; the token is not kept anywhere", file=sys.stderr)
     return 0
@@ -86,6 +92,16 @@ def _scrape(args: argparse.Namespace) -> int:
     token = new_token()
     print(token)
     print(f"set metrics_token_sha256 = \"{hash_token(token)}\" (it opens /metrics only); give Prometheus the token",
+          file=sys.stderr)
+    return 0
+
+
+def _admin(args: argparse.Namespace) -> int:
+    from backend.auth import hash_token, new_token
+
+    token = new_token()
+    print(token)
+    print(f"set admin_token_sha256 = \"{hash_token(token)}\" and debug_endpoints = true (it opens /debug/* only)",
           file=sys.stderr)
     return 0
 

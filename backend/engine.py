@@ -77,7 +77,9 @@ class Engine(Protocol):
     def error(self) -> str | None: ...
 
     def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                 temperature: float, priority: int) -> AsyncIterator[Delta]: ...
+                 temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
+        """`cache_salt`: the tenant's salt (backend/tenancy.py): prefix-cache hits only among requests with the
+        same salt (None: the shared cache)."""
 
     async def abort(self, request_id: str) -> None: ...
 

@@ -116,6 +116,7 @@ class FakeRequest:
     finished_s: float | None = None
     _wakeup: asyncio.Future | None = None   # what the request's generator awaits (a slot, or the next token)
     _seq: int = 0
+    cache_salt: str | None = None    # the tenant's prefix-cache salt, as the service passed it
 
     @property
     def aborted(self) -> bool:
@@ -208,13 +209,13 @@ class FakeEngine:
 
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int) -> AsyncIterator[Delta]:
+                       temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
         if self._dead:
             raise EngineDied("engine core died")
         if request_id in self.requests and self.requests[request_id].state != "finished":
             raise ValueError(f"request {request_id!r} is already running")
         req = FakeRequest(request_id, list(prompt_ids), max_tokens, list(stop or []), temperature, priority,
-                          self.clock.now(), _seq=next(self._seq))
+                          self.clock.now(), _seq=next(self._seq), cache_salt=cache_salt)
         self.requests[request_id] = req
         self._count()
         try:

@@ -1,5 +1,9 @@
 """Prometheus metrics of the backend (one process-wide set, in the default registry beside vLLM's own).
 
+Every label set is bounded by construction: finish reasons and error codes are enums (`error_label` maps
+anything else to `other`), languages come from protocol/languages.py, GC generations are 0..2. No label
+value is ever a string a client chose.
+
 Engine-wide speculative-decoding and prefix-cache figures are read from EngineStats at scrape time. Only
 counters, gauges of the present and histograms are exported: no lifetime ratio (`*_rate`), which would hide
 the last hour under the process's whole life — ratios are PromQL over counters, in the dashboard
@@ -13,6 +17,8 @@ import time
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from protocol import ErrorCode
 
 _LAT_BUCKETS_S = (.005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10)
 _TPOT_BUCKETS_S = (.001, .002, .004, .006, .008, .01, .015, .02, .03, .05, .1, .2)
@@ -32,7 +38,9 @@ SESSIONS = Gauge("quickcode_sessions", "Open WebSocket sessions")
 QUEUED = Gauge("quickcode_queued_requests", "Requests waiting in the admission queue")
 QUEUED_TOKENS = Gauge("quickcode_queued_prompt_tokens", "Prompt tokens waiting in the admission queue")
 RUNNING = Gauge("quickcode_running_requests", "Requests in the engine")
-TELEMETRY = Counter("quickcode_completion_events_total", "Client telemetry by event", ["event", "language"])
+TELEMETRY = Counter("quickcode_completion_events_total", "Client telemetry by event and language (a fixed set of "
+                    "ids, else 'other')", ["event", "language"])
+TELEMETRY_DROPPED = Counter("quickcode_telemetry_dropped_total", "Telemetry frames over a user's rate limit")
 SHOWN_CHARS = Counter("quickcode_shown_chars_total", "Characters of completions shown")
 ACCEPTED_CHARS = Counter("quickcode_accepted_chars_total", "Characters of completions accepted (full or partial)")
 READY = Gauge("quickcode_engine_ready", "1 when the engine serves requests")
@@ -47,6 +55,11 @@ GC_PAUSE = Histogram("quickcode_gc_pause_seconds", "Pauses of Python's cyclic ga
                      ["generation"], buckets=_LAG_BUCKETS_S)
 for _reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
     REQUESTS.labels(_reason)   # every finish reason is exported from the start, at 0
+_ERROR_CODES = frozenset(c.value for c in ErrorCode)
+
+
+def error_label(code: str) -> str:
+    return code if code in _ERROR_CODES else "other"
 
 
 async def probe_loop_lag(interval_s: float = 0.01) -> None:
@@ -68,7 +81,7 @@ def _on_gc(phase: str, info: dict) -> None:
     if phase == "start":
         _gc_started_s = time.perf_counter()
     else:
-        GC_PAUSE.labels(str(info.get("generation", "?"))).observe(time.perf_counter() - _gc_started_s)
+        GC_PAUSE.labels(str(info.get("generation", "?"))[:1]).observe(time.perf_counter() - _gc_started_s)
 
 
 def watch_gc() -> None:

@@ -50,6 +50,10 @@ def run(settings: Settings) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from backend.tenancy import check_bind
+
+    # before anything starts: an open server beyond loopback exits here unless the operator allowed it
+    check_bind(settings.host, bool(settings.auth_tokens_file or settings.auth_tokens), settings.allow_open)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # one socket per WebSocket session (max_sessions)
     from backend import orphan_guard

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from backend import metrics
 from backend.engine import Engine
@@ -21,6 +21,8 @@ from backend.fim import Healed, build_prompt, heal, render_snippets
 from backend.ratelimit import TokenBuckets
 from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
 from backend.settings import Settings
+from backend.telemetry import TelemetryRecorder
+from backend.tenancy import Tenancy
 from protocol import (Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, Priority, ProtocolError,
                       Timing)
 
@@ -56,6 +58,7 @@ class Request:
     spec_proposed: int = 0
     spec_accepted: int = 0
     healed: Healed = field(default_factory=lambda: Healed(""))
+    cache_salt: str | None = None        # the user's tenant (backend/tenancy.py): whose cached blocks it may hit
     task: asyncio.Task | None = None
     ended: bool = False
     extra: dict = field(default_factory=dict)
@@ -71,11 +74,15 @@ class CompletionService:
             shed_enabled=settings.shed_enabled), RateModel())
         self.requests: dict[tuple[str, str], Request] = {}
         self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+        self.telemetry = TelemetryRecorder(settings.telemetry_rate_per_s, settings.telemetry_burst)
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task | None = None
         self._prefill_free_s = 0.0  # when the engine last finished a prefill: prefills run one after another
         self._prefill_sample = [0.0, 0, 0.0]   # [begin, uncached tokens, end] not yet given to the rate model
         self.closing = False
+        # user → cache salt of their tenant; the app sets it from the tokens and `cache_isolation`. Every way in
+        # (WebSocket, OpenAI and other HTTP endpoints) goes through submit(), so none can skip the salt.
+        self.salt_for: Callable[[str], str | None] = Tenancy("user", {}).cache_salt
         metrics.LIVE.set_function(lambda: len(self.requests))
 
     # ── lifecycle
@@ -119,7 +126,7 @@ class CompletionService:
                                self.s.fim_policy, files=files if template.file_id is not None else None, path=msg.path)
         now = time.perf_counter()
         req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now,
-                      healed=Healed(healed))
+                      healed=Healed(healed), cache_salt=self.salt_for(user))
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         job = Job(key, user, len(ids), max_tokens, prefetch=msg.priority == Priority.PREFETCH or msg.prefill_only)
@@ -183,7 +190,7 @@ class CompletionService:
         finish = FinishReason.STOP
         try:
             async for d in self.engine.generate(req.engine_id, req.prompt_ids, 1 if msg.prefill_only else msg.max_tokens,
-                                                msg.stop, msg.temperature, priority):
+                                                msg.stop, msg.temperature, priority, req.cache_salt):
                 now = time.perf_counter()
                 if req.t_first is None:
                     req.t_first = now
@@ -256,7 +263,7 @@ class CompletionService:
         if req.output_tokens > 1 and req.t_last and req.t_first:
             metrics.TPOT.observe((req.t_last - req.t_first) / (req.output_tokens - 1))
         if error is not None:
-            metrics.ERRORS.labels(error.code).inc()
+            metrics.ERRORS.labels(metrics.error_label(error.code)).inc()
             req.sink.send(error)
         else:
             req.sink.send(Done(id=req.msg.id, finish_reason=reason, timing=timing))

@@ -26,7 +26,6 @@ CLOSE_BAD_HELLO = 4400
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_HELLO_TIMEOUT = 4408
 CLOSE_SLOW_CONSUMER = 4429
-HELLO_TIMEOUT_S = 10.0
 MAX_OUTBOX = 10_000  # frames queued for a client that does not read; past this the session is closed
 
 
@@ -76,9 +75,11 @@ class Session:
 
     # ── internals
     async def _handshake(self) -> bool:
+        # one deadline for the whole handshake: junk frames before hello get typed errors but no extra time
+        deadline = time.monotonic() + self.s.hello_timeout_s
         while True:
             try:
-                frame = await asyncio.wait_for(self.ws.receive(), HELLO_TIMEOUT_S)
+                frame = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
             except asyncio.TimeoutError:
                 await self.close(CLOSE_HELLO_TIMEOUT, "no hello frame")
                 return False
@@ -118,7 +119,7 @@ class Session:
                 elif isinstance(msg, Cancel):
                     self.service.cancel(self.id, msg.id)
                 elif isinstance(msg, Telemetry):
-                    _record_telemetry(msg)
+                    self.service.telemetry.record(self.user, msg)
                 elif isinstance(msg, Hello):
                     raise ProtocolError(ErrorCode.BAD_VALUE, "hello was already received")
                 else:
@@ -131,7 +132,7 @@ class Session:
                 self._error(ProtocolError(ErrorCode.INTERNAL, f"internal error ({type(e).__name__})"))
 
     def _error(self, e: ProtocolError) -> None:
-        metrics.ERRORS.labels(e.code.value).inc()
+        metrics.ERRORS.labels(metrics.error_label(e.code.value)).inc()
         self.send(Error(code=e.code.value, message=e.message, id=e.id))
 
     async def _flush(self) -> None:
@@ -156,10 +157,3 @@ def _payload(frame: dict) -> bytes | str:
     data = frame.get("text")
     return data if data is not None else (frame.get("bytes") or b"")
 
-
-def _record_telemetry(t: Telemetry) -> None:
-    metrics.TELEMETRY.labels(t.event.value, t.language or "unknown").inc()
-    if t.event.value == "shown":
-        metrics.SHOWN_CHARS.inc(max(0, t.shown_chars))
-    elif t.event.value in ("accepted", "partial"):
-        metrics.ACCEPTED_CHARS.inc(max(0, t.accepted_chars))

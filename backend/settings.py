@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     max_model_len: int | None = None      # None: the model's max_position_embeddings
     block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
     enable_prefix_caching: bool = True
+    # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) | shared
+    # (everyone: a hit tells a user that someone sent the same text) | auto (user; shared on an open loopback server)
+    cache_isolation: Literal["auto", "user", "team", "shared"] = "auto"
     kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
     gpu_memory_utilization: float = 0.90
     enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
@@ -73,24 +76,32 @@ class Settings(BaseSettings):
     prefetch_max_running_share: float = 0.5  # prefetches only start below this share of max_running
     shed_enabled: bool = True
     debug_endpoints: bool = False         # POST /debug/scheduler (benchmarks switch fifo/latency on one engine)
+    admin_token_sha256: str = ""          # the only token /debug/* takes (`quickcode token admin`); required by it
 
     # ── limits (typed errors beyond these)
     max_frame_bytes: int = 1 << 20
+    max_body_bytes: int = 1 << 20         # HTTP request bodies: 413 before parsing (backend/http_gate.py)
     max_prompt_chars: int = 64_000
     max_prompt_tokens: int = 1536         # the prompt is cut (prefix head, suffix tail) to fit
     max_tokens_limit: int = 256
     max_requests_per_session: int = 64    # queued + running per connection
     rate_limit_per_s: float = 50.0        # per user, token bucket
     rate_limit_burst: int = 100
+    telemetry_rate_per_s: float = 20.0    # per user; telemetry frames over it are dropped (counted)
+    telemetry_burst: int = 100
     max_sessions: int = 20_000
+    max_sessions_per_user: int = 16       # one token cannot take every session slot (a user's editors, tools)
+    hello_timeout_s: float = 10.0         # absolute: from the connection, however many frames come before hello
 
     # ── auth
     auth_tokens_file: Path | None = None  # hashed tokens from `quickcode token issue`; None = open (loopback)
-    auth_tokens: str = ""                 # or hashed entries inline "user:sha256hex,user2:..." (env)
+    auth_tokens: str = ""                 # or hashed entries inline "user:sha256hex[:team],user2:..." (env)
     # Prometheus with auth on: a scrape-only token (its sha256; it opens /metrics and nothing else) ...
     metrics_token_sha256: str = ""
     # ... and/or /metrics on a separate listener without auth, "host:port" (a port only Prometheus reaches)
     metrics_bind: str = ""
+    # an open server (no tokens) may listen beyond loopback only if this is true (logged loudly at start)
+    allow_open: bool = False
 
     # ── lifecycle
     shutdown_drain_s: float = 5.0

@@ -170,8 +170,9 @@ class VllmEngine:
 
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int) -> AsyncIterator[Delta]:
-        """Stream deltas. Cancelling the consumer (or `abort`) aborts the engine request."""
+                       temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
+        """Stream deltas. Cancelling the consumer (or `abort`) aborts the engine request. `cache_salt`: the
+        tenant's salt (backend/tenancy.py) — prefix-cache hits only among requests with the same salt."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -182,7 +183,10 @@ class VllmEngine:
         # Rendered here (cheap for ids: ~0.05 ms at 1,500 tokens) so that AsyncLLM takes its synchronous input
         # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50 on
         # this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
-        (prompt,) = self.llm.renderer.render_cmpl([TokensPrompt(prompt_token_ids=prompt_ids)])
+        tokens = TokensPrompt(prompt_token_ids=prompt_ids)
+        if cache_salt is not None:
+            tokens["cache_salt"] = cache_salt
+        (prompt,) = self.llm.renderer.render_cmpl([tokens])
         async for out in self.llm.generate(prompt, params, request_id, priority=priority):
             c = out.outputs[0]
             sd = c.spec_decode_metrics

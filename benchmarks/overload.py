@@ -4,16 +4,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from backend.auth import hash_token, new_token
 from benchmarks.loadgen import (REPO, Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
                                 bench_backend)
 from benchmarks.report import Report, md_table, pcts
 from benchmarks.trace import DEFAULT_TRACE, classify, load_trace, response_s
+
+
+# /debug/* takes only the admin token: the backend this benchmark starts gets this one's hash; for a backend of
+# yours (--url), set QUICKCODE_ADMIN_TOKEN to the token whose hash it has as admin_token_sha256
+ADMIN_TOKEN = os.environ.get("QUICKCODE_ADMIN_TOKEN") or new_token()
 
 
 def set_scheduler(backend: Backend, **cfg) -> dict:
@@ -21,14 +28,15 @@ def set_scheduler(backend: Backend, **cfg) -> dict:
     body = json.dumps(cfg).encode()
     for _ in range(200):
         req = urllib.request.Request(f"{backend.http_url}/debug/scheduler", data=body, method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": f"Bearer {ADMIN_TOKEN}"})
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
                 return json.loads(r.read())
         except urllib.error.HTTPError as e:
             if e.code != 409:
                 raise RuntimeError(f"/debug/scheduler: {e.code} {e.read()[:200]!r} (start the backend with "
-                                   f"--set debug_endpoints=true)") from None
+                                   f"--set debug_endpoints=true and admin_token_sha256)") from None
         time.sleep(0.1)
     raise RuntimeError("requests never drained")
 
@@ -117,7 +125,8 @@ _T0 = 0.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="a running backend started with --set debug_endpoints=true")
+    p.add_argument("--url", default=None, help="a running backend started with --set debug_endpoints=true "
+                   "(and admin_token_sha256 of QUICKCODE_ADMIN_TOKEN)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings of the backend started")
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="length mix of prompts and outputs")
     p.add_argument("--rate-multiple", type=float, default=3.0)
@@ -141,7 +150,8 @@ def run(args: argparse.Namespace) -> dict:
     progress("loading the code corpus and the trace's length mix")
     corpus = CodeCorpus(seed=args.seed)
     work = Workload(corpus, args.trace, args.max_prompt_tokens, args.max_output_tokens, args.seed)
-    backend = backend_from_url(args.url) if args.url else bench_backend("overload", ["debug_endpoints=true", *args.set])
+    admin = f"admin_token_sha256={hash_token(ADMIN_TOKEN)}"
+    backend = backend_from_url(args.url) if args.url else bench_backend("overload", ["debug_endpoints=true", admin, *args.set])
     try:
         res = asyncio.run(_run(args, backend, work))
     finally:

@@ -202,6 +202,84 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-output-tokens", type=int, default=64)
     p.add_argument("--drain-s", type=float, default=60.0, help="wait this long for stragglers after the last send")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compare-sharing", action="store_true",
+                   help="replay the same plan twice: prefix cache shared by all users vs isolated per user "
+                        "(cache_isolation=shared | user, backend/tenancy.py); report both hit rates")
+
+
+def cache_shares(outcomes: list[Outcome], typing: list[bool]) -> dict[str, list[float]]:
+    """Per served request: the share of its prompt tokens found in the prefix cache, for the keystrokes of a
+    typing burst (the same user's growing prompt) and for fresh prompts."""
+    out: dict[str, list[float]] = {"keystroke": [], "fresh": []}
+    for o, t in zip(outcomes, typing):
+        p = o.timing.get("prompt_tokens", 0)
+        if classify(o) == "served" and p:
+            out["keystroke" if t else "fresh"].append(o.timing.get("cached_tokens", 0) / p)
+    return out
+
+
+def mean_ci(values: list[float], seed: int = 0, n_boot: int = 2000) -> tuple[float, float, float]:
+    """Mean and its 95% bootstrap interval (requests resampled)."""
+    if not values:
+        return float("nan"), float("nan"), float("nan")
+    rng = random.Random(seed)
+    k = len(values)
+    means = sorted(sum(values[rng.randrange(k)] for _ in range(k)) / k for _ in range(n_boot))
+    return sum(values) / k, means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]
+
+
+def run_sharing(args: argparse.Namespace, planned: list[Planned], settings: list[str]) -> dict:
+    """The same plan against two fresh backends: `cache_isolation=shared` (no salt) and `user` (a salt per
+    session, each session being one user of this open server). Isolation must cost only the hits one user
+    took from another's prompts; a user's own typing bursts keep theirs."""
+    arms = {}
+    for arm in ("shared", "user"):
+        progress(f"arm {arm}: starting a backend with cache_isolation={arm}")
+        backend = bench_backend(f"trace-{arm}", [*settings, f"cache_isolation={arm}"])
+        try:
+            before = scrape(backend.http_url)
+            outcomes, typing, _ = asyncio.run(replay(backend, planned, args.users, args.drain_s))
+            after = scrape(backend.http_url)
+        finally:
+            backend.stop()
+        q, h = (after.get(f"quickcode_prefix_cache_{k}_tokens_total", 0) - before.get(f"quickcode_prefix_cache_{k}_tokens_total", 0)
+                for k in ("queries", "hits"))
+        shares = cache_shares(outcomes, typing)
+        s = summarize(outcomes, args.slo_ms / 1000, args.duration_s)
+        arms[arm] = {"summary": s, "engine_hit_rate": h / q if q else 0.0, "hit_tokens": int(h),
+                     "keystroke": mean_ci(shares["keystroke"], args.seed), "n_keystroke": len(shares["keystroke"]),
+                     "fresh": mean_ci(shares["fresh"], args.seed), "n_fresh": len(shares["fresh"])}
+    report = Report("trace-sharing", "Prefix-cache sharing vs per-user isolation (trace replay)", started=_T0)
+    report.add(f"""
+The same replay plan (`{args.trace.name}` from t = {args.start_s:g} s, speed ×{args.speed:g}, {args.duration_s:g} s wall,
+{args.users} users, seed {args.seed}: {len(planned)} requests, {sum(p.typing for p in planned)} of them keystrokes of a
+typing burst) against two fresh backends that differ only in `cache_isolation`: **shared** (no `cache_salt`: any
+user can hit any user's blocks, and learn from `cached_tokens` what others sent) and **user** (each user's
+requests carry their own salt: backend/tenancy.py). Cached share = `cached_tokens / prompt_tokens` of each
+served request (mean, 95% bootstrap interval over requests); engine hit rate = vLLM's hit tokens / queried tokens
+over the run.
+""")
+    rows = []
+    for arm, a in arms.items():
+        s = a["summary"]
+        k, f = a["keystroke"], a["fresh"]
+        rows.append([arm, s["requests"], s["served"], f"{k[0]:.3f} [{k[1]:.3f}, {k[2]:.3f}] (n={a['n_keystroke']})",
+                     f"{f[0]:.3f} [{f[1]:.3f}, {f[2]:.3f}] (n={a['n_fresh']})", f"{a['engine_hit_rate']:.3f}",
+                     a["hit_tokens"], s["ttft_ms"]["p50"], s["ttft_ms"]["p95"]])
+    report.add(md_table(["cache", "requests", "served", "cached share, keystrokes", "cached share, fresh prompts",
+                         "engine hit rate", "hit tokens", "TTFT p50 ms", "p95 ms"], rows))
+    ks, ku = arms["shared"]["keystroke"][0], arms["user"]["keystroke"][0]
+    report.add(f"Keystrokes (hits inside one user's tenant): {ku:.3f} isolated vs {ks:.3f} shared "
+               f"(ratio {ku / ks if ks else float('nan'):.2f}). What isolation removes is the fresh prompts' hits on "
+               f"other users' blocks: {arms['user']['fresh'][0]:.3f} vs {arms['shared']['fresh'][0]:.3f}.")
+    headline = {"bench": "trace-sharing", "requests": len(planned),
+                **{f"{arm}_{k}": v for arm, a in arms.items() for k, v in (
+                    ("keystroke_cached_share", round(a["keystroke"][0], 4)),
+                    ("keystroke_cached_ci", [round(a["keystroke"][1], 4), round(a["keystroke"][2], 4)]),
+                    ("fresh_cached_share", round(a["fresh"][0], 4)),
+                    ("engine_hit_rate", round(a["engine_hit_rate"], 4)),
+                    ("ttft_p50_ms", a["summary"]["ttft_ms"]["p50"]), ("ttft_p95_ms", a["summary"]["ttft_ms"]["p95"]))}}
+    return report.finish(finite(headline))
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -219,6 +297,10 @@ def run(args: argparse.Namespace) -> dict:
     progress(f"{len(planned)} requests over {args.duration_s:.0f} s ({sum(p.typing for p in planned)} keystrokes "
              f"of typing bursts); {clipped} prompts clipped to {args.max_prompt_tokens} tokens")
     settings = [f"ttft_budget_ms={args.slo_ms * 0.75:g}", *args.set]
+    if args.compare_sharing:
+        if args.url:
+            raise SystemExit("--compare-sharing starts its own two backends: drop --url")
+        return run_sharing(args, planned, settings)
     backend = backend_from_url(args.url) if args.url else bench_backend("trace", settings)
     try:
         before = scrape(backend.http_url)

@@ -24,6 +24,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_client.statefile import write_private
+
 def place(line_prefix: str) -> str:
     """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
     if not line_prefix.strip():
@@ -84,11 +86,8 @@ class AdaptiveDebounce:
 
     def save(self, path: Path) -> None:
         """What is learnt about this user, kept across editor sessions (a typing rhythm outlives one)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "gaps_ms": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()},
-                                   "show_ms": self.show_ms}))
-        tmp.replace(path)
+        write_private(path, json.dumps({"version": 1, "show_ms": self.show_ms,
+                                        "gaps_ms": {k: [round(g, 1) for g in q] for k, q in self.gaps.items()}}))
 
     def load(self, path: Path) -> bool:
         """Restore what `save` wrote; a missing or unreadable file leaves nothing learnt."""

@@ -17,6 +17,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_client.statefile import write_private
+
 _CLASSES = ("alpha", "digit", "space", "open", "close", "operator", "quote", "dot", "colon", "comma", "none")
 _LANGS = ("python", "javascript", "typescript", "other")
 
@@ -80,11 +82,8 @@ class AcceptancePredictor:
 
     def save(self, path: Path) -> None:
         """Weights persist across editor sessions (the language server restarts with the editor)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "weights": self.weights, "updates": self.updates,
-                                   "accepted": self.accepted}))
-        tmp.replace(path)
+        write_private(path, json.dumps({"version": 1, "weights": self.weights, "updates": self.updates,
+                                        "accepted": self.accepted}))
 
     def load(self, path: Path) -> bool:
         try:

@@ -8,6 +8,7 @@ class ErrorCode(StrEnum):
     # the frame itself
     NOT_UTF8 = "not_utf8"
     FRAME_TOO_LARGE = "frame_too_large"
+    BODY_TOO_LARGE = "body_too_large"          # HTTP: the request body is over max_body_bytes (413)
     BAD_JSON = "bad_json"
     UNKNOWN_KIND = "unknown_kind"
     MISSING_FIELD = "missing_field"
@@ -18,6 +19,7 @@ class ErrorCode(StrEnum):
     HELLO_REQUIRED = "hello_required"
     UNAUTHORIZED = "unauthorized"
     RATE_LIMITED = "rate_limited"
+    TOO_MANY_SESSIONS = "too_many_sessions"    # the server's or this user's session cap (then close 1013)
     # a request
     PROMPT_TOO_LONG = "prompt_too_long"
     MAX_TOKENS_TOO_LARGE = "max_tokens_too_large"

@@ -12,8 +12,8 @@ import {
 } from 'vscode-languageclient/node';
 import type * as lsp from 'vscode-languageclient/node';
 import {
-  MoreTextParams, needsRestart, partialAcceptParams, presentStatus, ProtocolInlineItem, retriggerFor, serverLaunch,
-  serverSettings, ServerStatus,
+  endpointList, MoreTextParams, needsRestart, partialAcceptParams, plainTextTokenHosts, presentStatus, ProtocolInlineItem,
+  retriggerFor, serverLaunch, serverSettings, ServerStatus, userLevelGetter,
 } from './logic';
 
 const SECTION = 'quickcode';
@@ -28,11 +28,21 @@ let output: vscode.LogOutputChannel;
 let pollTimer: NodeJS.Timeout | undefined;
 let clientDisposables: vscode.Disposable[] = [];
 
+const SECRET_KEY = 'quickcode.token';
+const PLAIN_OK_KEY = 'quickcode.plainTextTokenHosts';   // hosts the user agreed to send the token to over ws://
+const DEFAULT_ENDPOINT = 'ws://127.0.0.1:8765/v1/ws';
+
+let extensionContext: vscode.ExtensionContext;
+let secretToken: string | undefined;
+
 const config = () => vscode.workspace.getConfiguration(SECTION);
-const get = (key: string) => config().get(key);
+// endpoints, token, advanced and server.*: the user's own settings only, never a workspace's
+const get = userLevelGetter((key: string) => config().get(key), (key: string) => config().inspect(key));
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  extensionContext = context;
   output = vscode.window.createOutputChannel('quickcode', { log: true });
+  secretToken = await context.secrets.get(SECRET_KEY);
   statusItem = vscode.window.createStatusBarItem('quickcode.status', vscode.StatusBarAlignment.Right, 100);
   statusItem.name = 'quickcode';
   statusItem.command = 'quickcode.showMenu';
@@ -50,6 +60,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand('quickcode.restartServer', restart),
     vscode.commands.registerCommand('quickcode.showLog', () => output.show()),
     vscode.commands.registerCommand('quickcode.showMenu', showMenu),
+    vscode.commands.registerCommand('quickcode.setToken', setToken),
+    context.secrets.onDidChange(async (e) => {
+      if (e.key !== SECRET_KEY) return;
+      secretToken = await context.secrets.get(SECRET_KEY);
+      await pushSettings();
+    }),
     vscode.workspace.onDidChangeConfiguration(onConfigurationChanged),
     { dispose: () => { void stopClient(); } },
   );
@@ -68,7 +84,7 @@ async function startClient(): Promise<void> {
   const clientOptions: LanguageClientOptions = {
     // every file: the server decides per language (settings `quickcode.languages`, `quickcode.enabled`)
     documentSelector: [{ scheme: 'file' }, { scheme: 'untitled' }],
-    initializationOptions: serverSettings(get),
+    initializationOptions: await currentSettings(),
     outputChannel: output,
     middleware: {
       // VS Code shows the suggestion as ghost text; the server's textDocument/completion fallback (one menu
@@ -162,10 +178,51 @@ function onConfigurationChanged(e: vscode.ConfigurationChangeEvent): void {
     void restart();
     return;
   }
-  if (client?.state === State.Running) {
-    void client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: serverSettings(get) } });
-  }
+  void pushSettings();
   renderStatus();
+}
+
+async function pushSettings(): Promise<void> {
+  const settings = await currentSettings();
+  if (client?.state === State.Running) {
+    void client.sendNotification(DidChangeConfigurationNotification.type, { settings: { [SECTION]: settings } });
+  }
+}
+
+/** The server's settings; the token is left out if it would go over plain ws:// to a host the user did not
+ * agree to (asked once per host, remembered in the extension's global state). */
+async function currentSettings(): Promise<Record<string, unknown>> {
+  const settings = serverSettings(get, secretToken);
+  let endpoints = endpointList(settings.endpoints);
+  if (endpoints.length === 0) endpoints = endpointList(process.env.QUICKCODE_ENDPOINTS ?? '');
+  if (endpoints.length === 0) endpoints = [DEFAULT_ENDPOINT];
+  const agreed = extensionContext.globalState.get<string[]>(PLAIN_OK_KEY, []);
+  const hasToken = typeof settings.token === 'string' || !!process.env.QUICKCODE_TOKEN;
+  for (const host of plainTextTokenHosts(endpoints, hasToken)) {
+    if (agreed.includes(host)) continue;
+    const choice = await vscode.window.showWarningMessage(
+      `quickcode: your API token would be sent UNENCRYPTED (ws://) to ${host}. Anyone on the network path could `
+      + 'read it and use the backend as you, and read your code. Use a wss:// endpoint instead.',
+      { modal: true }, 'Send anyway to this host', 'Do not send the token');
+    if (choice !== 'Send anyway to this host') {
+      output.warn(`not sending the API token over plain ws:// to ${host}`);
+      return serverSettings(get, secretToken, true);
+    }
+    await extensionContext.globalState.update(PLAIN_OK_KEY, [...agreed, host]);
+    agreed.push(host);
+  }
+  return settings;
+}
+
+async function setToken(): Promise<void> {
+  const token = await vscode.window.showInputBox({
+    title: 'quickcode API token', password: true, ignoreFocusOut: true,
+    prompt: 'Kept in VS Code\'s secret storage (the OS keychain), not in settings.json. Empty: remove it.',
+  });
+  if (token === undefined) return;
+  if (token.trim() === '') await extensionContext.secrets.delete(SECRET_KEY);
+  else await extensionContext.secrets.store(SECRET_KEY, token.trim());
+  void vscode.window.setStatusBarMessage(`quickcode: API token ${token.trim() ? 'stored' : 'removed'}`, 2000);
 }
 
 async function setEnabled(enabled: boolean): Promise<void> {
@@ -209,6 +266,7 @@ async function showMenu(): Promise<void> {
     { label: '$(graph) Show latency report', command: 'quickcode.showLatencyReport' },
     { label: '$(info) Show status', command: 'quickcode.showStatus' },
     { label: '$(output) Show log', command: 'quickcode.showLog' },
+    { label: '$(key) Set API token', command: 'quickcode.setToken' },
     { label: '$(debug-restart) Restart language server', command: 'quickcode.restartServer' },
     { label: '$(gear) Settings', command: 'workbench.action.openSettings' },
   ];

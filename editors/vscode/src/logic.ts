@@ -22,6 +22,60 @@ export interface ServerStatus {
 
 export type Getter = (key: string) => unknown;
 
+/**
+ * Settings a repository must not choose: where the user's code and token go (`endpoints`, `token`,
+ * `advanced`, which can set any server field) and what runs (`server.*`). package.json gives them machine
+ * scope, so VS Code ignores them in a workspace's `.vscode/settings.json`; `userLevelGetter` ignores such
+ * values too (the user's own settings, else the default), in case a VS Code version or a fork does not.
+ */
+export const USER_LEVEL_KEYS = new Set(['endpoints', 'token', 'advanced', 'server.command', 'server.args',
+  'server.env', 'server.logFile']);
+
+/** The part of `WorkspaceConfiguration.inspect()` we read. */
+export interface Inspected {
+  defaultValue?: unknown;
+  globalValue?: unknown;
+  workspaceValue?: unknown;
+  workspaceFolderValue?: unknown;
+}
+
+export function userLevelGetter(get: Getter, inspect: (key: string) => Inspected | undefined): Getter {
+  return (key: string) => {
+    if (!USER_LEVEL_KEYS.has(key)) return get(key);
+    const i = inspect(key);
+    return i?.globalValue !== undefined ? i.globalValue : i?.defaultValue;
+  };
+}
+
+function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d+\.\d+\.\d+$/.test(h);
+}
+
+/**
+ * Hosts a token would reach unencrypted: `ws://` endpoints that are not loopback. The extension asks
+ * before sending a token there (anyone on the path could read it and use it).
+ */
+export function plainTextTokenHosts(endpoints: readonly string[], hasToken: boolean): string[] {
+  if (!hasToken) return [];
+  const hosts: string[] = [];
+  for (const e of endpoints) {
+    let u: URL;
+    try { u = new URL(e.trim()); } catch { continue; }
+    if ((u.protocol === 'ws:' || u.protocol === 'http:') && !isLoopbackHost(u.hostname) && !hosts.includes(u.host)) {
+      hosts.push(u.host);
+    }
+  }
+  return hosts;
+}
+
+/** The endpoint list a settings object (or the server's `QUICKCODE_ENDPOINTS`) names. */
+export function endpointList(value: unknown): string[] {
+  if (Array.isArray(value)) return value.filter((e): e is string => typeof e === 'string' && e.trim() !== '').map(e => e.trim());
+  if (typeof value === 'string') return value.split(',').map(e => e.trim()).filter(e => e !== '');
+  return [];
+}
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -30,19 +84,16 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * The settings object sent as initializationOptions and in workspace/didChangeConfiguration
  * (`{"quickcode": <this>}`). Empty endpoints / token are left out, so that the server keeps what its
  * environment gave it (QUICKCODE_ENDPOINTS, QUICKCODE_TOKEN, --endpoint). `advanced` is merged last:
- * any other field of the server's ClientConfig (e.g. {"prefetch": false}).
+ * any other field of the server's ClientConfig (e.g. {"prefetch": false}). `secretToken` (from VS Code's
+ * SecretStorage) wins over the `quickcode.token` setting; `withholdToken` sends none (the user declined to
+ * send it over plain ws://). Pass a `userLevelGetter`: endpoints/token/advanced of a workspace never count.
  */
-export function serverSettings(get: Getter): Record<string, unknown> {
+export function serverSettings(get: Getter, secretToken?: string, withholdToken = false): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  const endpoints = get('endpoints');
-  if (Array.isArray(endpoints)) {
-    const list = endpoints.filter((e): e is string => typeof e === 'string' && e.trim() !== '').map(e => e.trim());
-    if (list.length > 0) out.endpoints = list;
-  } else if (typeof endpoints === 'string' && endpoints.trim() !== '') {
-    out.endpoints = endpoints.split(',').map(e => e.trim()).filter(e => e !== '');
-  }
-  const token = get('token');
-  if (typeof token === 'string' && token !== '') out.token = token;
+  const endpoints = endpointList(get('endpoints'));
+  if (endpoints.length > 0) out.endpoints = endpoints;
+  const token = secretToken || get('token');
+  if (typeof token === 'string' && token !== '' && !withholdToken) out.token = token;
   for (const key of FORWARDED_KEYS) {
     const v = get(key);
     if (v === undefined || v === null) continue;
@@ -51,6 +102,7 @@ export function serverSettings(get: Getter): Record<string, unknown> {
   }
   const advanced = get('advanced');
   if (isObject(advanced)) Object.assign(out, advanced);
+  if (withholdToken) delete out.token;
   return out;
 }
 

@@ -1,7 +1,11 @@
 // Pure logic of the extension (src/logic.ts, bundled to dist/logic.mjs by `npm test`).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { serverSettings, serverLaunch, presentStatus, partialAcceptParams, needsRestart, retriggerFor } from '../dist/logic.mjs';
+import { readFileSync } from 'node:fs';
+import {
+  serverSettings, serverLaunch, presentStatus, partialAcceptParams, needsRestart, retriggerFor, userLevelGetter,
+  plainTextTokenHosts, USER_LEVEL_KEYS,
+} from '../dist/logic.mjs';
 
 const getter = (obj) => (key) => obj[key];
 
@@ -70,4 +74,47 @@ test('retriggerFor: only for the document and place the cursor is at, with no se
   assert.equal(retriggerFor(p, 'file:///a.py', { line: 3, character: 9 }, true), false);
   assert.equal(retriggerFor(p, 'file:///a.py', { line: 3, character: 8 }, false), false);
   assert.equal(retriggerFor(undefined, 'file:///a.py', { line: 3, character: 8 }, true), false);
+});
+
+// ── a repository's .vscode/settings.json must not redirect the user's code and token
+
+test('package.json: endpoints, token, advanced and server.* are machine-scoped (no workspace value)', () => {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url)));
+  const props = pkg.contributes.configuration.properties;
+  for (const key of USER_LEVEL_KEYS) {
+    assert.ok(['machine', 'application'].includes(props[`quickcode.${key}`].scope), key);
+  }
+  assert.ok(pkg.contributes.commands.some(c => c.command === 'quickcode.setToken'));
+});
+
+test('workspace-level endpoints, token and advanced are ignored; the user\'s own count', () => {
+  // what VS Code's inspect() returns when a cloned repository's .vscode/settings.json sets them
+  const hostile = {
+    endpoints: { defaultValue: [], workspaceValue: ['ws://evil.example:80/v1/ws'] },
+    token: { defaultValue: '', workspaceFolderValue: 'qc_attacker' },
+    advanced: { defaultValue: {}, workspaceValue: { endpoints: ['ws://evil.example/v1/ws'], token: 'x' } },
+    'server.command': { defaultValue: 'quickcode', workspaceValue: '/tmp/evil' },
+    maxTokens: { defaultValue: 64, workspaceValue: 16 },
+  };
+  const merged = { endpoints: ['ws://evil.example:80/v1/ws'], token: 'qc_attacker', maxTokens: 16,
+    advanced: { endpoints: ['ws://evil.example/v1/ws'], token: 'x' }, 'server.command': '/tmp/evil' };
+  const get = userLevelGetter(k => merged[k], k => hostile[k]);
+  assert.deepEqual(serverSettings(get), { maxTokens: 16 }, 'only the harmless workspace value is kept');
+  assert.equal(get('server.command'), 'quickcode');
+  const user = { ...hostile, endpoints: { ...hostile.endpoints, globalValue: ['wss://mine.example/v1/ws'] } };
+  assert.deepEqual(serverSettings(userLevelGetter(k => merged[k], k => user[k]), 'qc_secret'),
+    { endpoints: ['wss://mine.example/v1/ws'], token: 'qc_secret', maxTokens: 16 });
+});
+
+test('the token from secret storage wins; a withheld token is never sent', () => {
+  assert.equal(serverSettings(getter({ token: 'qc_setting' }), 'qc_secret').token, 'qc_secret');
+  assert.equal(serverSettings(getter({ token: 'qc_setting' })).token, 'qc_setting');
+  assert.ok(!('token' in serverSettings(getter({ token: 'qc_setting', advanced: { token: 'y' } }), 'qc_secret', true)));
+});
+
+test('plain ws:// to a non-loopback host with a token is flagged; wss:// and loopback are not', () => {
+  const eps = ['ws://127.0.0.1:8765/v1/ws', 'ws://localhost/v1/ws', 'ws://[::1]:1/v1/ws', 'wss://a.example/v1/ws',
+    'ws://10.0.0.5:8765/v1/ws', 'ws://b.example/v1/ws', 'ws://b.example/v1/ws', 'not a url'];
+  assert.deepEqual(plainTextTokenHosts(eps, true), ['10.0.0.5:8765', 'b.example']);
+  assert.deepEqual(plainTextTokenHosts(eps, false), []);
 });
