@@ -266,7 +266,7 @@ def test_an_open_server_refuses_a_non_loopback_bind(tmp_path):
 @pytest.mark.engine
 @pytest.mark.slow
 def test_allow_open_starts_and_says_so_loudly(tmp_path):
-    from tests.conftest import free_port
+    from backend.launch import free_port
 
     port = free_port()
     log = open(tmp_path / "serve.log", "w")
