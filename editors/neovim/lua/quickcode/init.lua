@@ -84,6 +84,8 @@ local function server_cmd()
   return { 'quickcode', 'lsp' }
 end
 
+M._server_cmd = server_cmd   -- for :checkhealth quickcode (health.lua)
+
 --- The quickcode client attached to {bufnr} (or any quickcode client).
 function M.client(bufnr)
   return vim.lsp.get_clients({ name = NAME, bufnr = bufnr })[1]
@@ -381,6 +383,7 @@ end
 ---@param opts? quickcode.Config
 function M.setup(opts)
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
+  M.did_setup = true
   if opts and opts.keymaps == false then M.config.keymaps = {} end
   vim.api.nvim_clear_autocmds({ group = augroup })
   vim.api.nvim_create_autocmd('LspAttach', {
