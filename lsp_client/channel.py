@@ -2,7 +2,7 @@
 by request id, reconnect with jittered backoff, and fail every pending request at once when the connection
 is lost (the editor gets an empty answer, never a hang).
 
-A request is a `Stream`: chunks, then exactly one end (`Done`, `Error`, or a local `Lost`). While requests
+A request is a `Stream` (stream.py): chunks, then exactly one end (`Done`, `Error`, or a local `Lost`). While requests
 are pending, a watchdog pings a silent connection, so a dead network is noticed in well under a second.
 """
 from __future__ import annotations
@@ -12,15 +12,15 @@ import functools
 import itertools
 import logging
 import random
-import time
-from dataclasses import dataclass
 
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
 
+from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig
 from lsp_client.endpoints import EndpointChooser
-from protocol import (PROTOCOL_VERSION, Cancel, Chunk, Complete, Done, Error, Hello, ProtocolError, Telemetry,
+from lsp_client.stream import Lost, Stream, Unavailable
+from protocol import (PROTOCOL_VERSION, Cancel, Complete, Done, Error, Hello, ProtocolError, Telemetry,
                       Welcome, decode, encode)
 
 log = logging.getLogger("quickcode.channel")
@@ -44,59 +44,10 @@ def _local_user() -> str:
     return "u-" + hashlib.sha256(who.encode()).hexdigest()[:16]
 
 
-class Unavailable(Exception):
-    """No connection to any backend right now."""
-
-
-@dataclass(frozen=True)
-class Lost:
-    """Local end of a stream: the connection went away (or the request was cancelled by us)."""
-    reason: str
-
-
-CANCEL_DONE_TIMEOUT_S = 5.0   # after a cancel, how long to wait for the backend's done (timing, tokens)
-
-
-class Stream:
-    def __init__(self, rid: str):
-        self.rid = rid
-        self.queue: asyncio.Queue = asyncio.Queue()
-        self.end: Done | Error | Lost | None = None
-        self.t_sent = time.perf_counter()
-        self.t_first: float | None = None
-        self.cancelled_s: float | None = None    # we asked the backend to stop; its done is still to come
-
-    def _push(self, msg) -> None:
-        if self.end is not None:
-            return
-        if isinstance(msg, (Done, Error, Lost)):
-            self.end = msg
-        elif self.t_first is None:
-            self.t_first = time.perf_counter()
-        self.queue.put_nowait(msg)
-
-    async def frames(self):
-        """Yield chunk texts until the end; the end itself is left in `self.end`. Once cancelled, the rest
-        is drained until the backend's done (which carries the timing), for at most a few seconds."""
-        while True:
-            if self.cancelled_s is None:
-                msg = await self.queue.get()
-            else:
-                try:
-                    left = CANCEL_DONE_TIMEOUT_S - (time.monotonic() - self.cancelled_s)
-                    msg = await asyncio.wait_for(self.queue.get(), max(0.0, left))
-                except asyncio.TimeoutError:
-                    self._push(Lost("no done after cancel"))
-                    return
-            if isinstance(msg, Chunk):
-                yield msg.text
-            else:
-                return
-
-
 class Channel:
-    def __init__(self, cfg: ClientConfig, client_name: str = "quickcode-lsp", on_state=None):
+    def __init__(self, cfg: ClientConfig, client_name: str = "quickcode-lsp", on_state=None, clock: Clock = REAL):
         self.cfg = cfg
+        self.clock = clock
         self.client_name = client_name
         self.on_state = on_state or (lambda state: None)
         self.chooser = EndpointChooser(cfg.endpoints)
@@ -107,7 +58,7 @@ class Channel:
         self._ids = itertools.count(1)
         self._tasks: list[asyncio.Task] = []
         self._closed = False
-        self._last_frame_s = time.monotonic()
+        self._last_frame_s = clock.now()
         self.connects = 0
         self.last_error = ""
 
@@ -144,7 +95,7 @@ class Channel:
     def submit(self, msg: Complete) -> Stream:
         if not self.connected:
             raise Unavailable(self.last_error or "not connected")
-        stream = Stream(msg.id)
+        stream = Stream(msg.id, self.clock)
         self.streams[msg.id] = stream
         self._send(msg)
         return stream
@@ -154,7 +105,7 @@ class Channel:
         stream = self.streams.get(rid)
         if stream is None or stream.cancelled_s is not None:
             return
-        stream.cancelled_s = time.monotonic()
+        stream.cancelled_s = self.clock.now()
         if self.connected:
             self._send(Cancel(id=rid))
         else:
@@ -203,14 +154,14 @@ class Channel:
         if len(self.chooser.endpoints) > 1:
             await self._probe_all()   # choose the nearest before the first connection
         while not self._closed:
-            url = self.chooser.best(time.monotonic())
+            url = self.chooser.best(self.clock.now())
             try:
                 async with connect(url, additional_headers=self._headers(), open_timeout=CONNECT_TIMEOUT_S,
                                    ping_interval=20, ping_timeout=20, compression=None, max_size=1 << 22,
                                    close_timeout=1) as ws:
                     await ws.send(encode(Hello(protocol_version=PROTOCOL_VERSION, client=self.client_name,
                                                user=self.cfg.user)).decode())
-                    welcome = decode(await asyncio.wait_for(ws.recv(), CONNECT_TIMEOUT_S))
+                    welcome = decode(await self.clock.timeout(ws.recv(), CONNECT_TIMEOUT_S))
                     if isinstance(welcome, Error):
                         raise ConnectionError(f"{welcome.code}: {welcome.message}")
                     if not isinstance(welcome, Welcome):
@@ -220,11 +171,11 @@ class Channel:
                     attempt = 0
                     self.last_error = ""
                     self.chooser.record_success(url)
-                    self._last_frame_s = time.monotonic()
+                    self._last_frame_s = self.clock.now()
                     log.info("connected to %s (replica %s, model %s)", url, welcome.replica, welcome.model)
                     self.on_state(self.status())
                     async for data in ws:
-                        self._last_frame_s = time.monotonic()
+                        self._last_frame_s = self.clock.now()
                         self._dispatch(data)
                     code = ws.close_code
                     self.last_error = f"closed ({code} {ws.close_reason})" if code is not None else "connection closed"
@@ -232,7 +183,7 @@ class Channel:
                 raise
             except (OSError, asyncio.TimeoutError, websockets.WebSocketException, ConnectionError, ProtocolError) as e:
                 self.last_error = f"{type(e).__name__}: {e}"
-                self.chooser.record_failure(url, time.monotonic())
+                self.chooser.record_failure(url, self.clock.now())
             except Exception as e:  # the connection loop must outlive any surprise: log it and reconnect
                 log.exception("unexpected failure on %s", url)
                 self.last_error = f"{type(e).__name__}: {e}"
@@ -247,7 +198,7 @@ class Channel:
                 return
             attempt += 1
             delay = min(2.0, 0.05 * 2 ** min(attempt, 6))      # 0.1 s, 0.2 s, … capped at 2 s
-            await asyncio.sleep(delay * random.uniform(0.5, 1.5))   # jitter: replicas restart, clients don't stampede
+            await self.clock.sleep(delay * random.uniform(0.5, 1.5))   # jitter: replicas restart, clients don't stampede
 
     def _dispatch(self, data: str | bytes) -> None:
         try:
@@ -268,14 +219,14 @@ class Channel:
     async def _watchdog(self) -> None:
         """With requests pending on a silent connection, ping; no pong in time means the network is gone."""
         while True:
-            await asyncio.sleep(0.1)
+            await self.clock.sleep(0.1)
             ws = self.ws
-            if ws is None or not self.streams or time.monotonic() - self._last_frame_s < WATCHDOG_SILENCE_S:
+            if ws is None or not self.streams or self.clock.now() - self._last_frame_s < WATCHDOG_SILENCE_S:
                 continue
             try:
                 pong = await ws.ping()
-                await asyncio.wait_for(pong, WATCHDOG_PONG_S)
-                self._last_frame_s = time.monotonic()
+                await self.clock.timeout(pong, WATCHDOG_PONG_S)
+                self._last_frame_s = self.clock.now()
             except (asyncio.TimeoutError, websockets.ConnectionClosed):
                 if self.ws is ws:
                     self.last_error = "no pong: network lost"
@@ -290,9 +241,9 @@ class Channel:
                                compression=None, close_timeout=0.5, ping_interval=None) as ws:
                 best = None
                 for _ in range(3):
-                    t0 = time.perf_counter()
-                    await asyncio.wait_for(await ws.ping(), CONNECT_TIMEOUT_S)
-                    rtt = (time.perf_counter() - t0) * 1000
+                    t0 = self.clock.now()
+                    await self.clock.timeout(await ws.ping(), CONNECT_TIMEOUT_S)
+                    rtt = (self.clock.now() - t0) * 1000
                     best = rtt if best is None else min(best, rtt)
                 return best
         except (OSError, asyncio.TimeoutError, websockets.WebSocketException):
@@ -301,10 +252,10 @@ class Channel:
     async def _probe_loop(self) -> None:
         """Measure every endpoint now and then; move to a clearly nearer healthy one when idle (failback)."""
         while True:
-            await asyncio.sleep(self.cfg.probe_interval_s)
+            await self.clock.sleep(self.cfg.probe_interval_s)
             if len(self.chooser.endpoints) > 1:
                 await self._probe_all()
-                better = self.url and self.chooser.better_than(self.url, time.monotonic())
+                better = self.url and self.chooser.better_than(self.url, self.clock.now())
                 if better and self.ws is not None and not self.streams:
                     log.info("failing back to nearer endpoint %s", better)
                     await self.ws.close(1000, "moving to a nearer endpoint")
@@ -312,7 +263,7 @@ class Channel:
 
     async def _probe_all(self) -> None:
         rtts = await asyncio.gather(*(self.probe(u) for u in self.chooser.endpoints))
-        now = time.monotonic()
+        now = self.clock.now()
         for url, rtt in zip(list(self.chooser.endpoints), rtts):
             if rtt is None:
                 self.chooser.record_failure(url, now)

@@ -2,10 +2,10 @@
 
 Without history: delay = clamp(max(base, rhythm × typical gap between keys) − latency_weight × backend
 latency, min, max): a fast typist mid-burst is not interrupted, a slow backend is compensated (as Tabby's agent
-does), and at a likely pause point (prefetch.py) the wait is the minimum.
+does), and at a likely pause point (`places.Place.pause`) the wait is the minimum.
 
 With history (`learn_pauses`): the user's recent gaps between keys are kept per kind of place the cursor was
-left at (a fresh line, after `(` or `.`, after a space, mid-word...: `place()`). A request asked at such a place
+left at (a fresh line, after `(` or `.`, after a space, mid-word...: `places.Place.kind`). A request asked at such a place
 is only worth making if the pause lasts until its ghost text can be shown (`show_ms`, measured: request sent →
 the text to show is final); otherwise its tokens are generated for nobody. So the wait is the shortest w for
 which, among this place's past gaps longer than w, at least `min_chance` lasted w + show_ms, or for which
@@ -25,25 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lsp_client.statefile import write_private
-
-def place(line_prefix: str) -> str:
-    """The kind of place a cursor with `line_prefix` before it is at (what the next gap is learnt under)."""
-    if not line_prefix.strip():
-        return "line"
-    ch = line_prefix[-1]
-    if ch in "([{":
-        return "open"
-    if ch == ".":
-        return "dot"
-    if ch in ",:=":
-        return "sep"
-    if ch.isspace():
-        return "space"
-    if ch.isalnum() or ch == "_":
-        return "word"
-    if ch in ")]}":
-        return "close"
-    return "other"
 
 
 @dataclass

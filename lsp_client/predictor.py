@@ -1,7 +1,7 @@
 """A cheap acceptance predictor: skip requests whose completion would likely be dismissed.
 
 Online logistic regression over a handful of features of the moment (last outcome and how long ago, the
-character before the cursor, position in the line, language), trained by the telemetry (accepted → 1,
+kind of place before the cursor (places.py), position in the line, language), trained by the telemetry (accepted → 1,
 dismissed → 0). A request is skipped where its predicted acceptance is below `min_ratio` × this user's own
 acceptance rate so far: the bar is relative, so a weak model (or a user who rarely takes suggestions) loses the
 places that are much worse than usual, not every suggestion — an absolute bar above a model's usual rate would
@@ -17,33 +17,19 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_client.places import CHAR_CLASSES, place_of
 from lsp_client.statefile import write_private
 
-_CLASSES = ("alpha", "digit", "space", "open", "close", "operator", "quote", "dot", "colon", "comma", "none")
 _LANGS = ("python", "javascript", "typescript", "other")
-
-
-def char_class(ch: str) -> str:
-    if not ch:
-        return "none"
-    if ch.isalpha() or ch == "_":
-        return "alpha"
-    if ch.isdigit():
-        return "digit"
-    if ch.isspace():
-        return "space"
-    return {"(": "open", "[": "open", "{": "open", ")": "close", "]": "close", "}": "close", "'": "quote",
-            '"': "quote", "`": "quote", ".": "dot", ":": "colon", ",": "comma"}.get(ch, "operator")
 
 
 def features(last_outcome: int | None, since_last_s: float, line_prefix: str, line_suffix: str,
              language: str) -> list[float]:
     """[bias, last accepted, last dismissed, recency, char class one-hot..., line start, mid-line, lang one-hot...]"""
-    before = line_prefix[-1:] if line_prefix else ""
-    cls = char_class(before) if line_prefix.strip() else "none"
+    cls = place_of(line_prefix).char_class
     lang = language if language in _LANGS else "other"
     return [1.0, float(last_outcome == 1), float(last_outcome == 0), math.exp(-since_last_s / 10.0),
-            *[float(cls == c) for c in _CLASSES], float(not line_prefix.strip()), float(bool(line_suffix.strip())),
+            *[float(cls == c) for c in CHAR_CLASSES], float(not line_prefix.strip()), float(bool(line_suffix.strip())),
             *[float(lang == x) for x in _LANGS]]
 
 
@@ -52,7 +38,7 @@ class AcceptancePredictor:
     min_ratio: float = 0.5           # ask where p(accept) ≥ this × the user's acceptance rate
     exploration: float = 0.1
     lr: float = 0.1
-    weights: list[float] = field(default_factory=lambda: [0.0] * (4 + len(_CLASSES) + 2 + len(_LANGS)))
+    weights: list[float] = field(default_factory=lambda: [0.0] * (4 + len(CHAR_CLASSES) + 2 + len(_LANGS)))
     updates: int = 0
     accepted: int = 0
     skipped: int = 0

@@ -11,9 +11,9 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else 0.0
 
 
-def latency_report(completer) -> str:
-    rows = [r for r in completer.stats.waterfalls if "server_total_ms" in r]
-    st = completer.stats
+def latency_report(session) -> str:
+    rows = [r for r in session.stats.waterfalls if "server_total_ms" in r]
+    st = session.stats
     lines = ["| component | p50 ms | p95 ms | share |", "|---|---|---|---|"]
     total = sum(sum(r.get(k, 0.0) for _, k in COMPONENTS) for r in rows) or 1.0
     for name, key in COMPONENTS:
@@ -25,5 +25,5 @@ def latency_report(completer) -> str:
     lines += ["", f"{len(rows)} backend requests measured; editor requests {st.requests}, suggestions {served} "
               f"(cache {st.served_cache}, in-flight reuse {st.served_inflight}, network {st.served_network}); "
               f"skipped by the predictor {st.skipped_predictor}; cancelled {st.cancelled}; stopped early {st.stopped_early}; "
-              f"acceptance rate {completer.outcomes.acceptance_rate:.0%}"]
+              f"acceptance rate {session.outcomes.acceptance_rate:.0%}"]
     return "\n".join(lines)

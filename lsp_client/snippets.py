@@ -30,6 +30,7 @@ class NeighbourFiles:
         self.max_files = max_files
         self.window_lines = window_lines
         self.step_lines = step_lines
+        self._memo: dict[tuple[str, int], list[tuple[str, str]]] = {}
 
     def touch(self, uri: str, path: str, language: str, text: str) -> None:
         """Record a document the user opened or edited (the most recent last); it is indexed when needed."""
@@ -49,6 +50,18 @@ class NeighbourFiles:
 
     def forget(self, uri: str) -> None:
         self.docs.pop(uri, None)
+
+    def for_cursor(self, uri: str, language: str, prefix: str, cursor_line: int, lines: int, k: int) -> list[tuple[str, str]]:
+        """`best` for the last `lines` lines of `prefix`, recomputed only when the cursor moves to another block
+        of 8 lines (`cursor_line` // 8), so that the prompt's head stays the same from keystroke to keystroke."""
+        key = (uri, cursor_line // 8)
+        memo = self._memo.get(key)
+        if memo is None:
+            memo = self.best(uri, language, "\n".join(prefix.splitlines()[-lines:]), k)
+            if len(self._memo) > 256:
+                self._memo.clear()
+            self._memo[key] = memo
+        return memo
 
     def best(self, uri: str, language: str, around_cursor: str, k: int, min_score: float = 0.1) -> list[tuple[str, str]]:
         """Up to `k` (path, text) windows of other same-language files, most similar first."""

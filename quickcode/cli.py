@@ -26,7 +26,7 @@ def _register(name: str, sub: argparse._SubParsersAction) -> None:
 
         backend_cli.register(sub, only=name)
     elif name == "lsp":
-        from lsp_client.server import add_arguments
+        from lsp_client.cli import add_arguments
 
         p = sub.add_parser("lsp", help=COMMANDS["lsp"])
         add_arguments(p)
@@ -66,7 +66,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _lsp(args: argparse.Namespace) -> int:
-    from lsp_client.server import run
+    from lsp_client.cli import run
 
     return run(args)
 

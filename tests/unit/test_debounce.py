@@ -51,7 +51,6 @@ def test_wait_counts_from_the_last_keystroke():
 
 
 # ── learnt per place (virtual time: the keystrokes' times are given)
-from lsp_client.debounce import place  # noqa: E402
 
 
 def _type(d: AdaptiveDebounce, gaps_by_place: dict[str, list[float]]) -> None:
@@ -62,11 +61,6 @@ def _type(d: AdaptiveDebounce, gaps_by_place: dict[str, list[float]]) -> None:
             d.keystroke(t, where)
             t += g
     d.keystroke(t, None)
-
-
-def test_places():
-    assert [place(x) for x in ("", "    ", "foo(", "self.", "a,", "x =", "return ", "name", "f(x)", "a +")] == \
-        ["line", "line", "open", "dot", "sep", "sep", "space", "word", "close", "other"]
 
 
 def test_a_gap_is_learnt_under_the_place_the_key_left_the_cursor_at():
@@ -139,24 +133,23 @@ def test_learning_can_be_turned_off_and_the_baseline_stays_fixed():
 
 
 def test_the_learnt_pauses_outlive_the_editor_session(tmp_path):
-    import asyncio
     import random
 
-    from lsp_client.completer import Completer
+    from lsp_client.clock import VirtualClock
     from lsp_client.config import ClientConfig
-    from tests.unit.test_completer_property import FakeChannel
+    from lsp_client.session import Session
+    from tests.unit.test_session_property import FakeChannel
 
-    now = [0.0]
     cfg = ClientConfig(state_dir=str(tmp_path), predictor=False)
-    c = Completer(cfg, FakeChannel(random.Random(0)), clock=lambda: now[0], sleep=asyncio.sleep)
+    c = Session(cfg, FakeChannel(random.Random(0)), clock=VirtualClock())
     for i in range(20):                          # a user who stops ~600 ms at every fresh line
         c.debounce.keystroke(i * 1000.0, "line")
         c.debounce.keystroke(i * 1000.0 + 600, "word")
     c.debounce.shown_after(120.0)
     before = c.debounce.delay_ms(where="line")
     c.save_state()
-    again = Completer(cfg, FakeChannel(random.Random(0)), clock=lambda: now[0], sleep=asyncio.sleep)
+    again = Session(cfg, FakeChannel(random.Random(0)), clock=VirtualClock())
     assert again.debounce.gaps["line"] == c.debounce.gaps["line"] and again.debounce.show_ms == 120.0
     assert again.debounce.delay_ms(where="line") == before
     (tmp_path / "pauses.json").write_text('{"version": 1, "gaps_ms": {"line": ["x"]}}')
-    assert Completer(cfg, FakeChannel(random.Random(0))).debounce.gaps == {}   # unreadable: ignored
+    assert Session(cfg, FakeChannel(random.Random(0))).debounce.gaps == {}   # unreadable: ignored

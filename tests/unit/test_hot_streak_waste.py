@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 import random
 
-from lsp_client.completer import Completer
+from lsp_client.clock import VirtualClock
+from lsp_client.session import Session
 from lsp_client.config import ClientConfig
-from tests.unit.test_completer_property import URI, FakeChannel
+from tests.unit.test_session_property import URI, FakeChannel
 
 BEFORE = "import os\n\n\ndef add(a, b):\n    total = "
 
 
-def _completer(plan: str) -> tuple[Completer, FakeChannel, list]:
+def _session(plan: str) -> tuple[Session, FakeChannel, VirtualClock]:
     chan = FakeChannel(random.Random(0))
     submit = chan.submit
 
@@ -21,15 +22,11 @@ def _completer(plan: str) -> tuple[Completer, FakeChannel, list]:
         chan.planned[msg.id] = plan
         return s
     chan.submit = planned_submit
-    now = [0.0]
-
-    async def sleep(s: float) -> None:
-        now[0] += s
-        await asyncio.sleep(0)
+    clock = VirtualClock()
     cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False)
-    c = Completer(cfg, chan, clock=lambda: now[0], sleep=sleep, rng=random.Random(0).random)
+    c = Session(cfg, chan, clock=clock, rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
-    return c, chan, now
+    return c, chan, clock
 
 
 async def _settle() -> None:
@@ -38,7 +35,7 @@ async def _settle() -> None:
 
 
 async def test_shown_text_streams_on_for_the_next_lines():
-    c, chan, _ = _completer("a + b\n    return total\n\n\nfor i in range(10):\n")
+    c, chan, _ = _session("a + b\n    return total\n\n\nfor i in range(10):\n")
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))
@@ -53,7 +50,7 @@ async def test_shown_text_streams_on_for_the_next_lines():
 
 
 async def test_text_nobody_was_shown_stops_once_final_and_is_kept_for_the_next_request():
-    c, chan, now = _completer("a + b\n    return total\n\n\nfor i in range(10):\n")
+    c, chan, clock = _session("a + b\n    return total\n\n\nfor i in range(10):\n")
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))
@@ -71,7 +68,7 @@ async def test_text_nobody_was_shown_stops_once_final_and_is_kept_for_the_next_r
 
 
 async def test_a_block_still_being_written_shows_its_complete_lines_after_the_patience():
-    c, chan, now = _completer("a + b\n")
+    c, chan, clock = _session("a + b\n")
     block = "import os\n\n\ndef add(a, b):\n    "       # after a block opener: a multi-line suggestion
     c.on_change(URI, block, len(block))
     chan.planned.clear()
@@ -82,7 +79,7 @@ async def test_a_block_still_being_written_shows_its_complete_lines_after_the_pa
     chan.feed(rid, 14)                                 # one complete line; the block goes on
     await _settle()
     assert not ask.done()                              # within the patience: wait for the whole block
-    now[0] += c.cfg.block_patience_ms / 1000 + 0.01
+    clock.advance(c.cfg.block_patience_ms / 1000 + 0.01)
     chan.feed(rid, 4)                                  # the next chunk finds the patience spent
     s = await asyncio.wait_for(ask, 1)
     assert s is not None and s.text == "total = a + b"
@@ -91,14 +88,14 @@ async def test_a_block_still_being_written_shows_its_complete_lines_after_the_pa
 
 
 async def test_a_line_still_being_written_shows_its_settled_words_after_the_patience_and_streams_on():
-    c, chan, now = _completer("compute_total(values, weights)\n    return total\n")
+    c, chan, clock = _session("compute_total(values, weights)\n    return total\n")
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))
     chan.feed(rid, 17)                                 # "compute_total(val": the line goes on
     await _settle()
     assert not ask.done()                              # within the patience: wait for the whole line
-    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
+    clock.advance(c.cfg.line_patience_ms / 1000 + 0.01)
     chan.feed(rid, 2)                                  # "ue": the next chunk finds the patience spent
     s = await asyncio.wait_for(ask, 1)
     assert s is not None and s.text == "compute_total("    # the settled words; "value" may still grow
@@ -113,13 +110,13 @@ async def test_a_line_still_being_written_shows_its_settled_words_after_the_pati
 
 
 async def test_without_line_patience_a_line_shows_only_once_final():
-    c, chan, now = _completer("compute_total(values, weights)\n")
+    c, chan, clock = _session("compute_total(values, weights)\n")
     c.cfg.line_patience_ms = 0
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))
     chan.feed(rid, 17)
-    now[0] += 0.5
+    clock.advance(0.5)
     chan.feed(rid, 2)
     await _settle()
     assert not ask.done()
@@ -129,15 +126,15 @@ async def test_without_line_patience_a_line_shows_only_once_final():
 
 
 async def _shown_early(plan: str, fed: int):
-    """Ask with `plan` streaming; feed `fed` characters once the patience is spent: (completer, channel, request
+    """Ask with `plan` streaming; feed `fed` characters once the patience is spent: (session, channel, request
     id, the moreText notices, what was shown)."""
-    c, chan, now = _completer(plan)
+    c, chan, clock = _session(plan)
     more: list[tuple[str, int]] = []
-    c.on_more = lambda uri, offset: more.append((uri, offset))
+    c.pump.on_more = lambda uri, offset: more.append((uri, offset))
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))
-    now[0] += c.cfg.line_patience_ms / 1000 + 0.01
+    clock.advance(c.cfg.line_patience_ms / 1000 + 0.01)
     chan.feed(rid, fed)
     s = await asyncio.wait_for(ask, 1)
     return c, chan, rid, more, s
@@ -180,7 +177,7 @@ async def test_a_line_that_turns_out_to_loop_is_not_announced():
 async def test_typing_through_a_shown_line_is_a_cache_hit_while_its_generation_streams_on():
     """A suggestion shown final goes into the prefix cache at once (item 3: typing through a shown completion
     is served with no request), not only when its generation ends."""
-    c, chan, _ = _completer("a + b\n    return total\n\n\nfor i in range(10):\n")
+    c, chan, _ = _session("a + b\n    return total\n\n\nfor i in range(10):\n")
     ask = asyncio.create_task(c.complete(URI, len(BEFORE), explicit=True))
     await _settle()
     rid = next(iter(chan.msgs))

@@ -1,9 +1,9 @@
 """In-flight reuse: which running request a new position can be served from."""
-from lsp_client.inflight import Fit, Flight, Inflight
+from lsp_client.inflight import End, Fit, Flight, Inflight, still_fits
 
 
 def flight(prefix="x = ", streamed="", finished=False, head="\n"):
-    return Flight("r1", "file:///a.py", prefix, head, streamed=streamed, finished=finished)
+    return Flight("r1", "file:///a.py", prefix, head, streamed=streamed, end=End.DONE if finished else None)
 
 
 def test_typing_what_is_being_generated_reuses_the_request():
@@ -49,13 +49,10 @@ def test_best_prefers_the_newest_fitting_flight_and_lists_the_stale():
 
 
 # ── still_fits: is a running request still useful after an edit (the cursor is not known at edit time)?
-from lsp_client.completer import still_fits  # noqa: E402
 
 
 def _flight(prefix: str, head: str, streamed: str, finished: bool = False) -> Flight:
-    f = Flight("r1", "file:///t.py", prefix, head, streamed=streamed, finished=finished)
-    f.extra["start"] = 0
-    return f
+    return Flight("r1", "file:///t.py", prefix, head, streamed=streamed, end=End.DONE if finished else None)
 
 
 def test_at_the_end_of_the_document_typing_something_else_is_not_a_fit():

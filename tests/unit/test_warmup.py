@@ -6,24 +6,20 @@ from __future__ import annotations
 import asyncio
 import random
 
-from lsp_client.completer import Completer
+from lsp_client.clock import VirtualClock
+from lsp_client.session import Session
 from lsp_client.config import ClientConfig
 from lsp_client.context import build, first_window_end
 from protocol import Priority
-from tests.unit.test_completer_property import URI, FakeChannel
+from tests.unit.test_session_property import URI, FakeChannel
 
 LINE = "    value = compute(item, index)  # a line of forty-odd chars\n"
 
 
-def _completer(**cfg) -> tuple[Completer, FakeChannel]:
+def _session(**cfg) -> tuple[Session, FakeChannel]:
     chan = FakeChannel(random.Random(0))
-    now = [0.0]
-
-    async def sleep(s: float) -> None:
-        now[0] += s
-        await asyncio.sleep(0)
-    c = Completer(ClientConfig(predictor=False, learn_pauses=False, snippets=False, telemetry=False, **cfg), chan,
-                  clock=lambda: now[0], sleep=sleep, rng=random.Random(0).random)
+    c = Session(ClientConfig(predictor=False, learn_pauses=False, snippets=False, telemetry=False, **cfg), chan,
+                clock=VirtualClock(), rng=random.Random(0).random)
     return c, chan
 
 
@@ -39,7 +35,7 @@ def test_the_first_window_ends_at_a_line_end_and_a_short_file_is_warmed_whole():
 
 
 async def test_opening_a_file_warms_its_first_window_as_a_plain_prefix():
-    c, chan = _completer()
+    c, chan = _session()
     text = LINE * 100
     c.on_open(URI, "/t.py", "python", text)
     (w,) = _warmups(chan)
@@ -49,7 +45,7 @@ async def test_opening_a_file_warms_its_first_window_as_a_plain_prefix():
 
 
 async def test_the_first_edit_warms_the_place_it_reveals_once_and_a_nearby_one_does_not():
-    c, chan = _completer()
+    c, chan = _session()
     text = LINE * 200
     c.on_open(URI, "/t.py", "python", text)
     cursor = len(LINE) * 150                            # far below the first window
@@ -64,7 +60,7 @@ async def test_the_first_edit_warms_the_place_it_reveals_once_and_a_nearby_one_d
 
 
 async def test_a_window_about_to_move_is_prefilled_once_ahead_of_the_move():
-    c, chan = _completer(window_warm_chars=400)
+    c, chan = _session(window_warm_chars=400)
     doc = LINE * 80
     c.on_open(URI, "/t.py", "python", doc)
     opened = len(_warmups(chan))
@@ -101,7 +97,7 @@ async def test_a_window_about_to_move_is_prefilled_once_ahead_of_the_move():
 
 async def test_no_window_warm_up_far_from_a_move_or_when_turned_off():
     for cfg, lines in (({}, 20), ({"window_warm_chars": 0}, 80)):
-        c, chan = _completer(**cfg)
+        c, chan = _session(**cfg)
         doc = LINE * lines
         c.on_open(URI, "/t.py", "python", doc)
         opened = len(_warmups(chan))

@@ -1,14 +1,14 @@
-"""The completer's invariant over random editing sessions (hypothesis, 10,000 sequences, virtual time).
+"""The session's invariant over random editing sessions (hypothesis, 10,000 sequences, virtual time).
 
 A fake backend channel (pure logic: it only records requests and lets the test stream text into them)
 plays a model that continues a hidden target text when the document agrees with it and writes junk
 otherwise. Random sequences of typing, deleting, cursor moves, requests, streamed chunks, finished
-requests, accepts and close/reopen run through the real Completer. Checked:
+requests, accepts and close/reopen run through the real Session. Checked:
   1. every suggestion returned is consistent with the document at that moment: the text before the
      request's cursor is the request's prefix plus typed text, and typed text + suggestion is a prefix of what the model
      generated for that request;
   2. no request is left running after its document moved on (checked after every step by a brute-force
-     oracle independent of the completer's own bookkeeping), and every running request is tracked;
+     oracle independent of the session's own bookkeeping), and every running request is tracked;
   3. nothing hangs: at the end every request ends and every editor request is answered.
 """
 from __future__ import annotations
@@ -18,10 +18,11 @@ import random
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lsp_client.channel import Lost, Stream
-from lsp_client.completer import Completer
+from lsp_client.stream import Lost, Stream
+from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.context import build
+from lsp_client.session import Session as LspSession
 from protocol import Complete, Done, FinishReason
 
 URI = "file:///t.py"
@@ -120,9 +121,9 @@ class Session:
     def __init__(self, seed: int, cfg: ClientConfig):
         self.rng = random.Random(seed)
         self.chan = FakeChannel(self.rng)
-        self.now = 0.0
+        self.clock = VirtualClock()          # a debounce's sleep passes its own length at once
         self.cfg = cfg
-        self.c = Completer(cfg, self.chan, clock=lambda: self.now, sleep=self._sleep, rng=self.rng.random)
+        self.c = LspSession(cfg, self.chan, clock=self.clock, rng=self.rng.random)
         self.text = TARGET[: self.rng.randrange(0, 40)]
         self.cursor = len(self.text)
         self.tasks: list[asyncio.Task] = []
@@ -130,13 +131,9 @@ class Session:
         self.shown = 0
         self.c.on_open(URI, "/t.py", "python", self.text)
 
-    async def _sleep(self, s: float) -> None:
-        self.now += s
-        await asyncio.sleep(0)
-
     def edit(self, new_text: str, cursor: int, at: int) -> None:
         self.text, self.cursor = new_text, cursor
-        self.now += 0.05
+        self.clock.advance(0.05)
         self.c.on_change(URI, new_text, at)
 
     async def ask(self, explicit: bool) -> None:
@@ -163,9 +160,9 @@ class Session:
             msg = self.chan.msgs[rid]
             if msg.prefill_only:
                 continue
-            assert rid in tracked, f"{rid} runs but the completer forgot it"
+            assert rid in tracked, f"{rid} runs but the session forgot it"
             f = tracked[rid]
-            assert oracle_fits(msg, f.extra["start"], self.chan.sent[rid], False, self.text), \
+            assert oracle_fits(msg, f.start, self.chan.sent[rid], False, self.text), \
                 f"{rid} still runs after the document moved on"
 
     async def step(self, op) -> None:
@@ -203,7 +200,7 @@ class Session:
             self.c.on_close(URI)
             self.c.on_open(URI, "/t.py", "python", self.text)
         elif kind == "tick":
-            self.now += 0.2 * arg
+            self.clock.advance(0.2 * arg)
         for _ in range(4):
             await asyncio.sleep(0)
         self.check_running()
@@ -215,9 +212,12 @@ class Session:
             await asyncio.sleep(0)
             if all(t.done() for t in self.tasks) and not self.chan.running():
                 break
-        pending = [t for t in self.tasks if not t.done()]
-        if pending:   # a listener may still wait out its deadline on a stream that ended: give it real time
-            await asyncio.wait(pending, timeout=3)
+        for _ in range(40):   # a listener may still wait out its deadline: let virtual time pass it
+            if all(t.done() for t in self.tasks):
+                break
+            self.clock.advance(0.1)
+            for _ in range(4):
+                await asyncio.sleep(0)
         for t in self.tasks:
             assert t.done(), "an editor request never got its answer"
             if not t.cancelled():

@@ -1,0 +1,295 @@
+"""The keystroke path: the open documents, and for each editor request the decision whether to ask at all,
+the asking, and the answer.
+
+`complete()` reads as the flow: context → cache (typed-through hit: answer now) → a running request this one
+extends (serve from it; cancel the stale ones) → acceptance predictor (skip?) → adaptive debounce (shorter at
+pause points; a newer request for the document makes this one give up) → one request over the channel
+(launch) → pump.py waits until the text to show is final → answer. What was streamed goes to the cache
+(lines beyond the shown one feed the "hot streak"); warmup.py asks ahead where the next prompts will need it.
+
+Invariant (tests/unit/test_session_property.py): a suggestion is returned only if it is consistent with the
+document at that moment — the text before the cursor equals the prefix it was computed for plus what was
+typed since, and that typed text is a prefix of what was generated — and no request keeps running after
+the document moved away from it.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+
+from lsp_client import postprocess
+from lsp_client.accounting import Accounting
+from lsp_client.cache import CompletionCache
+from lsp_client.channel import Channel
+from lsp_client.clock import REAL, Clock
+from lsp_client.config import ClientConfig
+from lsp_client.context import Context, build, first_window_end
+from lsp_client.debounce import AdaptiveDebounce
+from lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
+from lsp_client.places import place_of
+from lsp_client.postprocess import Shape
+from lsp_client.predictor import AcceptancePredictor, features
+from lsp_client.pump import Pump
+from lsp_client.snippets import NeighbourFiles
+from lsp_client.state import LearntState
+from lsp_client.telemetry import Outcomes, Shown
+from lsp_client.warmup import Warmups
+from protocol import Complete, Priority, Snippet
+
+NOTHING = False         # _from_cache: "known: nothing to show here" (distinct from None, a miss)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    text: str            # insert at the cursor
+    id: str              # names it in telemetry (accept / partial accept / dismiss)
+    source: str          # "cache" | "inflight" | "network"
+    latency_ms: float
+
+
+@dataclass
+class Doc:
+    uri: str
+    path: str
+    language: str
+    text: str = ""
+    generation: int = 0              # bumped by every editor request: an older waiting request gives up
+    last_cursor: int | None = None
+    warmed_start: int | None = None  # the next prefix window's start, once prefilled ahead of its move
+
+
+@dataclass
+class Ask:
+    """One editor request while it is being decided: where, on which text, since when."""
+    doc: Doc
+    offset: int
+    ctx: Context
+    shape: Shape
+    t0: float
+    generation: int
+    snapshot: str        # the document text it was asked on (compared by identity: any edit moves on)
+
+    def superseded(self, docs: dict) -> bool:
+        """A newer keystroke or request for this document took over."""
+        return self.doc.generation != self.generation or self.doc.text is not self.snapshot \
+            or docs.get(self.doc.uri) is not self.doc
+
+
+class Session:
+    def __init__(self, cfg: ClientConfig, channel: Channel, *, clock: Clock = REAL, rng=random.random, on_more=None):
+        self.cfg, self.channel, self.clock, self.rng = cfg, channel, clock, rng
+        self.docs: dict[str, Doc] = {}
+        self.cache = CompletionCache(cfg.cache_max_keys)
+        self.inflight = Inflight(cfg.max_inflight_per_doc)
+        self.debounce = AdaptiveDebounce()
+        self.predictor = AcceptancePredictor()
+        self.neighbours = NeighbourFiles(cfg.snippet_max_files, cfg.snippet_lines)
+        self.accounting = Accounting()
+        self.stats = self.accounting.stats
+        self.state = LearntState(self.predictor, self.debounce)
+        self.outcomes = Outcomes(send=self._telemetry, learn=self.state.learn)
+        self.pump = Pump(cfg, clock, channel, self.inflight, self.cache, self.debounce, self.accounting,
+                         text_of=self._text_of, on_more=on_more, on_ended=self._request_ended)
+        self.warmups = Warmups(cfg, self.stats, self.docs, self._context, self._launch, self._known)
+        self.apply_config(cfg)
+        self.state.load(cfg.state_dir)
+
+    def apply_config(self, cfg: ClientConfig) -> None:
+        self.cfg = self.pump.cfg = self.warmups.cfg = cfg
+        d = self.debounce
+        d.base_ms, d.min_ms, d.max_ms, d.adaptive = cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms, cfg.adaptive_debounce
+        d.learn_pauses, d.min_chance = cfg.learn_pauses, cfg.pause_min_chance
+        self.predictor.min_ratio, self.predictor.exploration = cfg.predictor_min_ratio, cfg.predictor_exploration
+        self.inflight.max_per_doc = cfg.max_inflight_per_doc
+        self.state.state_dir = cfg.state_dir
+
+    def save_state(self) -> None:
+        self.state.save()
+
+    # ── document events
+    def on_open(self, uri: str, path: str, language: str, text: str) -> None:
+        self.docs[uri] = doc = Doc(uri, path, language, text)
+        if self.cfg.snippets:
+            self.neighbours.touch(uri, path, language, text)
+        self.warmups.opened(doc, first_window_end(text, self.cfg.prefix_max_chars))
+
+    def on_change(self, uri: str, text: str, edit_offset: int | None = None) -> None:
+        """A keystroke (or any edit): cancel the requests the document has moved away from."""
+        doc = self.docs.get(uri)
+        if doc is None:
+            return
+        old, doc.text = doc.text, text
+        where = None if edit_offset is None else place_of(text[text.rfind("\n", 0, edit_offset) + 1:edit_offset]).kind
+        self.debounce.keystroke(self.clock.now() * 1000, where)
+        if self.cfg.cancel_stale:
+            for f in self.inflight.for_uri(uri):
+                if not still_fits(f, text):
+                    self.pump.cancel(f, End.TYPED_AWAY)
+        if self.cfg.snippets:
+            self.neighbours.touch(uri, doc.path, doc.language, text)   # cheap: indexed lazily, when another file asks
+        self.warmups.edited(doc, old, edit_offset)
+        if edit_offset is not None:
+            doc.last_cursor = edit_offset
+
+    def on_close(self, uri: str) -> None:
+        for f in self.inflight.for_uri(uri):
+            self.pump.cancel(f, End.CLOSED)
+        self.outcomes.on_closed(uri, self.clock.now())
+        self.docs.pop(uri, None)
+        self.neighbours.forget(uri)
+
+    def on_accepted(self, sid: str, chars: int | None = None) -> None:
+        shown = self.outcomes.on_accepted(sid, self.clock.now(), chars)
+        if shown is not None and self.cfg.prefetch and (chars is None or chars >= len(shown.text)):
+            self.warmups.after_accept(shown)
+
+    def on_partial(self, sid: str, chars: int) -> None:
+        self.outcomes.on_partial(sid, chars, self.clock.now())
+
+    # ── the keystroke path
+    async def complete(self, uri: str, offset: int, *, explicit: bool = False) -> Suggestion | None:
+        self.stats.requests += 1
+        ask = self._ask(uri, offset)
+        if ask is None:
+            return None
+        hit = self._from_cache(ask)
+        if hit is not None:
+            return hit or None
+        flight, launched = self._reusable_flight(uri, ask.ctx), False
+        if flight is None:
+            if not explicit and self._predictor_skips(ask):
+                return None
+            waited_ms = await self._debounce(ask, explicit)
+            if ask.superseded(self.docs):
+                self.stats.superseded_waits += 1
+                return None
+            hit = self._from_cache(ask)
+            if hit is not None:
+                return hit or None
+            flight = self._reusable_flight(uri, ask.ctx)
+            if flight is None:
+                flight, launched = self._launch(ask.doc, ask.ctx), True
+                if flight is None:
+                    return None              # backend unreachable: answer empty, at once
+                flight.waited_ms, flight.place = round(waited_ms, 1), place_of(ask.ctx.line_prefix).kind
+        try:
+            text, typed, final = await self.pump.wait_for_text(flight, ask.ctx, ask.shape, ask.t0)
+        except asyncio.CancelledError:
+            self.pump.abandoned(flight, ask.doc.text is ask.snapshot)
+            raise
+        return self._answer(ask, flight, text, typed, final, launched)
+
+    def _ask(self, uri: str, offset: int) -> Ask | None:
+        doc = self.docs.get(uri)
+        if doc is None or not self.cfg.language_enabled(doc.language):
+            return None
+        t0 = self.clock.now()
+        doc.generation += 1
+        doc.last_cursor = offset
+        ctx = self._context(doc, offset)
+        self.outcomes.on_position(uri, ctx.prefix, t0)
+        return Ask(doc, offset, ctx, postprocess.shape(ctx, self.cfg.multiline_max_lines), t0, doc.generation, doc.text)
+
+    def _predictor_skips(self, ask: Ask) -> bool:
+        if self.cfg.predictor and not self.predictor.should_request(self._features(ask.doc, ask.ctx, ask.t0), self.rng):
+            self.stats.skipped_predictor += 1
+            return True
+        return False
+
+    async def _debounce(self, ask: Ask, explicit: bool) -> float:
+        """Wait what the adaptive debounce says for this place (nothing for an explicit request): the wait, ms."""
+        place = place_of(ask.ctx.line_prefix)
+        wait_ms = 0.0 if explicit else self.debounce.wait_ms(self.clock.now() * 1000, place.pause, place.kind)
+        if wait_ms > 0:
+            await self.clock.sleep(wait_ms / 1000)
+        return wait_ms
+
+    def _answer(self, ask: Ask, flight: Flight, text: str, typed: int, final: bool, launched: bool) -> Suggestion | None:
+        if not text or ask.doc.text is not ask.snapshot or self.docs.get(ask.doc.uri) is not ask.doc:
+            self.stats.empty += 1
+            self.pump.release(flight)
+            return None                      # nothing to show, or the document changed while we waited
+        if launched:
+            self.stats.served_network += 1
+        else:
+            self.stats.served_inflight += 1
+        self.accounting.mark_shown(flight.rid)
+        if not final:
+            flight.grow = Grow(ask.offset, ask.snapshot, typed, ask.shape, text)   # tell the editor once the rest is in
+        elif self.cfg.cache:
+            self.cache.put(ask.ctx.prefix, ask.ctx.suffix_head, text, flight.rid)   # typing through it: served from here
+        self.pump.release(flight)
+        return self._show(ask, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
+                          "network" if launched else "inflight")
+
+    # ── pieces
+    def _text_of(self, uri: str) -> str | None:
+        doc = self.docs.get(uri)
+        return None if doc is None else doc.text
+
+    def _context(self, doc: Doc, offset: int, text: str | None = None, prefix_max_chars: int | None = None) -> Context:
+        return build(doc.text if text is None else text, offset, doc.language, doc.path,
+                     prefix_max_chars=prefix_max_chars or self.cfg.prefix_max_chars,
+                     suffix_max_chars=self.cfg.suffix_max_chars, quantum=self.cfg.window_quantum_lines)
+
+    def _from_cache(self, ask: Ask) -> Suggestion | None | bool:
+        """A suggestion from the cache; NOTHING when the cache knows this place has nothing to show (the
+        model's answer here post-processes to nothing: asking again would give the same); None on a miss."""
+        if not self.cfg.cache:
+            return None
+        hit = self.cache.get(ask.ctx.prefix, ask.ctx.suffix_head)
+        if hit is None:
+            return None
+        text, _ = postprocess.cut(hit.remainder, ask.shape, finished=True)
+        if not text:
+            self.stats.empty_from_cache += 1
+            return NOTHING
+        self.stats.served_cache += 1
+        self.accounting.mark_shown(hit.entry.source)
+        return self._show(ask, text, f"{hit.entry.source}+{hit.typed}", "cache")
+
+    def _reusable_flight(self, uri: str, ctx: Context) -> Flight | None:
+        if self.cfg.inflight_reuse:
+            flight, stale = self.inflight.best(uri, ctx.prefix, ctx.suffix_head)
+        else:
+            flight, stale = None, self.inflight.for_uri(uri)
+        if self.cfg.cancel_stale:
+            for f in stale:
+                self.pump.cancel(f, End.SUPERSEDED)
+        return flight
+
+    def _known(self, uri: str, ctx: Context) -> bool:
+        """The cache or a running request already has an answer for `ctx` (prefetch after accept)."""
+        return self.cache.get(ctx.prefix, ctx.suffix_head) is not None or self._reusable_flight(uri, ctx) is not None
+
+    def _launch(self, doc: Doc, ctx: Context, *, priority: Priority = Priority.NORMAL,
+                prefill_only: bool = False) -> Flight | None:
+        rid = self.channel.new_id()
+        msg = Complete(id=rid, prefix=ctx.prefix, suffix=ctx.suffix, language=doc.language, path=doc.path,
+                       max_tokens=1 if prefill_only else self.cfg.max_tokens, priority=priority,
+                       prefill_only=prefill_only, snippets=self._snippets(doc, ctx))
+        return self.pump.launch(msg, doc.uri, ctx, postprocess.shape(ctx, self.cfg.multiline_max_lines))
+
+    def _request_ended(self, flight: Flight) -> None:
+        self.warmups.next_window(flight.uri)     # the engine is free of this user's request now
+
+    def _features(self, doc: Doc, ctx: Context, t0: float) -> list[float]:
+        return features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
+                        ctx.line_suffix, doc.language)
+
+    def _show(self, ask: Ask, text: str, sid: str, source: str) -> Suggestion:
+        self.outcomes.on_shown(Shown(sid, ask.doc.uri, ask.ctx.prefix, text, ask.doc.language,
+                                     self._features(ask.doc, ask.ctx, ask.t0), self.clock.now()))
+        return Suggestion(text, sid, source, (self.clock.now() - ask.t0) * 1000)
+
+    def _snippets(self, doc: Doc, ctx: Context) -> list[Snippet]:
+        if not self.cfg.snippets:
+            return []
+        line = doc.text.count("\n", 0, ctx.prefix_start + len(ctx.prefix))
+        return [Snippet(path=p, text=t) for p, t in self.neighbours.for_cursor(
+            doc.uri, doc.language, ctx.prefix, line, self.cfg.snippet_lines, self.cfg.snippet_max)]
+
+    def _telemetry(self, t) -> None:
+        if self.cfg.telemetry:
+            self.channel.telemetry(t)
