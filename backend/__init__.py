@@ -6,7 +6,9 @@ Read in the order of a request:
   app.py         app factory: the lifespan owns the engine and the service; /healthz, /readyz, /metrics, /v1/ws
   session.py     one WebSocket: hello/welcome, frames in → the service, frames out in order
   service.py     validate → tokenize → schedule → stream from the engine → end exactly once
-  fim.py         prefix/suffix/snippets → prompt token ids, cut to the budget (FIM templates, space healing)
+  fim.py         prefix/suffix/snippets → prompt token ids within the budget (space healing)
+  fim_templates.py   each model family's FIM template, by its special tokens
+  segments.py        fast exact tokenization by line segments, cut at line boundaries
   scheduler.py   pure admission logic: newest first per user, supersede, prefetch on spare capacity, shedding
   engine.py      the `Engine` protocol the service streams from (`Delta`, `EngineStats`)
   vllm_engine.py   the engine on vLLM's AsyncLLM (the only module that imports vLLM)

@@ -10,7 +10,7 @@
 
 Each request is a one-request session of its user: the same auth, rate limits, scheduler (newest first,
 shedding), metrics and engine aborts as the WebSocket. A prompt that already holds the served model's FIM
-tokens is understood as them (backend/fim.py `client_prompt`). Errors use each API's own shape.
+tokens is understood as them (backend/fim_templates.py `client_prompt`). Errors use each API's own shape.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from backend.fim import client_prompt, drop_special_stops
+from backend.fim_templates import client_prompt, drop_special_stops
 from backend.openai_api import QueueSink, _STATUS
 from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, ProtocolError, Snippet
 

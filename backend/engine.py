@@ -13,7 +13,7 @@ from typing import AsyncIterator, Protocol
 
 from tokenizers import Tokenizer
 
-from backend.fim import FimTemplate
+from backend.fim_templates import FimTemplate
 from backend.settings import Settings
 
 

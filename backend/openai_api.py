@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
-from backend.fim import client_prompt, drop_special_stops
+from backend.fim_templates import client_prompt, drop_special_stops
 from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, ProtocolError
 
 _STATUS = {ErrorCode.UNAUTHORIZED: 401, ErrorCode.RATE_LIMITED: 429, ErrorCode.ENGINE_UNAVAILABLE: 503,
@@ -66,7 +66,7 @@ def register(app: FastAPI, backend) -> None:
         tok, template = getattr(backend.engine, "tokenizer", None), getattr(backend.engine, "template", None)
         stop = drop_special_stops(tok, [body.stop] if isinstance(body.stop, str) else list(body.stop or []))
         # a prompt in the served model's own FIM template (Continue's, llama.vscode's): its markers are the
-        # special tokens, not text (backend/fim.py client_prompt)
+        # special tokens, not text (backend/fim_templates.py client_prompt)
         prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix or "")
         sid = "http-" + secrets.token_hex(6)
         rid = "cmpl-" + secrets.token_hex(8)

@@ -41,7 +41,7 @@ class Settings(BaseSettings):
     served_model_name: str = "quickcode-embedded"
     fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the template's (quickcode_fim.json or preset)
     # auto: the model folder's quickcode_fim.json, else the preset detected from the tokenizer's special tokens;
-    # or a preset by name (backend/fim.py PRESETS; the table in docs/operators.md)
+    # or a preset by name (backend/fim_templates.py PRESETS; the table in docs/operators.md)
     fim_template: Literal["auto", "codegemma", "qwen2.5-coder", "deepseek-coder", "codellama", "codestral",
                           "starcoder2", "starcoder"] = "auto"
     # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the

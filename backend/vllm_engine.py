@@ -17,7 +17,7 @@ from typing import AsyncIterator
 from tokenizers import Tokenizer
 
 from backend.engine import Delta, EngineStats, load_tokenizer
-from backend.fim import FimTemplate
+from backend.fim_templates import FimTemplate
 from backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")

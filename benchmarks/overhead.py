@@ -177,7 +177,7 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
         results[n_tokens] = rows
     await session.close()
     # tokenization: build_prompt on 2,048-token contexts (prefix ~1,800 + suffix ~250 tokens; cut to the budget)
-    from backend.fim import segment_cache
+    from backend.segments import segment_cache
 
     cache = segment_cache(engine.tokenizer)
     contexts = []
@@ -355,7 +355,7 @@ Target p99 ≤ 1 ms — typing: CPU {'met' if ptc['p99'] <= 1 else 'NOT met'} ({
                + f". The stricter figure (all but AsyncLLM on ids, our tokenizer counted): {'met' if met_within else 'NOT met'} — "
                + "; ".join(f"{k} tokens: +{v['p50_ms']} ms p50, +{v['p95_ms']} ms p95" for k, v in headline_within.items())
                + ". Against raw AsyncLLM the long prompts come out ahead: AsyncLLM tokenizes a text prompt with the "
-               "model's Hugging Face tokenizer, quickcode with its own (`backend/fim.py`: the same ids, by line "
+               "model's Hugging Face tokenizer, quickcode with its own (`backend/segments.py`: the same ids, by line "
                "segments cached by content) — the tokenize columns above.")
     headline = {"bench": "overhead", "added_ms": {str(k): v for k, v in headline_added.items()},
                 "added_all_but_engine_on_ids_ms": {str(k): v for k, v in headline_within.items()},

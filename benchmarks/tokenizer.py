@@ -47,7 +47,7 @@ def _measure(tok, texts: list[str]) -> tuple[int, int, float]:
 def run(args: argparse.Namespace) -> dict:
     import random
 
-    from backend.fim import FastBPE, segment_cache
+    from backend.segments import FastBPE, segment_cache
     from benchmarks.typing import DEFAULT_FILES
     from draft_model import tokenizer as tokmod
     from draft_model.configs import MODEL_SIZES

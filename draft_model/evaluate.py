@@ -217,7 +217,8 @@ def prompt_ids(model_dir: Path, cases: list[dict], max_prompt_tokens: int,
                fim_policy: str = "always") -> list[list[int]]:
     """Token ids of each case's prompt, built exactly as the backend builds it (backend/fim.py; a prefix that
     ends in a space is healed: the completion then starts with that space, see `unheal`)."""
-    from backend.fim import FimTemplate, build_prompt, heal
+    from backend.fim import build_prompt, heal
+    from backend.fim_templates import FimTemplate
 
     tok = tokmod.load(Path(model_dir))
     template = FimTemplate.load(Path(model_dir), tok)

@@ -55,7 +55,8 @@ async def _complete_all(url: str, cases: list[dict]) -> list[tuple[str, Done]]:
 def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path):
     from tokenizers import Tokenizer
 
-    from backend.fim import FimTemplate, Healed, build_prompt, heal
+    from backend.fim import Healed, build_prompt, heal
+    from backend.fim_templates import FimTemplate
     from backend.settings import Settings
     from draft_model.vllm_runner import run_subprocesses
     from draft_model.evaluate import fim_cases

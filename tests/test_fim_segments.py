@@ -1,4 +1,4 @@
-"""backend/fim.py's segment-cached tokenization gives exactly the ids of tokenizing the whole text."""
+"""backend/segments.py's segment-cached tokenization gives exactly the ids of tokenizing the whole text."""
 from __future__ import annotations
 
 import random
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from backend import fim
+from backend import fim, fim_templates, segments
 
 REPO = Path(__file__).resolve().parent.parent
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -33,24 +33,24 @@ def samples(n: int = 300, seed: int = 0) -> list[str]:
 
 def test_segments_are_cut_before_a_newline_that_follows_a_non_space_character():
     for text in samples():
-        ref = fim._SEGMENT_START.split(text)
-        assert fim.split_segments(text) == ref
-        assert list(fim.segments_from_end(text)) == ref[::-1]
+        ref = segments._SEGMENT_START.split(text)
+        assert segments.split_segments(text) == ref
+        assert list(segments.segments_from_end(text)) == ref[::-1]
         assert "".join(ref) == text
 
 
 def test_segment_ids_concatenate_to_the_whole_texts_ids(tok):
-    assert fim.segment_cache(tok) is not None, "the committed tokenizer must pass the exactness check"
+    assert segments.segment_cache(tok) is not None, "the committed tokenizer must pass the exactness check"
     for text in samples(150, seed=1):
-        assert [i for seg in fim.split_segments(text) for i in tok.encode(seg).ids] == tok.encode(text).ids
+        assert [i for seg in segments.split_segments(text) for i in tok.encode(seg).ids] == tok.encode(text).ids
 
 
 def test_the_prompt_is_cut_at_a_line_boundary_and_is_stable_while_typing(tok):
-    template = fim.FimTemplate.load(REPO / "models" / "target", tok)
+    template = fim_templates.FimTemplate.load(REPO / "models" / "target", tok)
     text = (STDLIB / "argparse.py").read_text()[:20000]
     fits = text[:1500]
-    assert fim._keep_tail(tok, fits, 10**6) == tok.encode(fits).ids
-    tail = fim._keep_tail(tok, text, 500)
+    assert segments.keep_tail(tok, fits, 10**6) == tok.encode(fits).ids
+    tail = segments.keep_tail(tok, text, 500)
     assert 400 < len(tail) <= 500
     assert tok.decode(tail).startswith("\n")                 # a whole line (its newline included)
     assert text.endswith(tok.decode(tail))
@@ -62,7 +62,7 @@ def test_the_prompt_is_cut_at_a_line_boundary_and_is_stable_while_typing(tok):
 
 
 def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(tok):
-    template = fim.FimTemplate.load(REPO / "models" / "target", tok)
+    template = fim_templates.FimTemplate.load(REPO / "models" / "target", tok)
     prefix, below = "def f(x):\n    return ", "\n\n\ndef g():\n    pass\n"
     # end of the line: the plain prefix, no FIM tokens, the lines below not shown
     plain = fim.build_prompt(tok, template, prefix, below, 512, fim_policy="mid_line")
@@ -82,11 +82,11 @@ def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(t
 def test_the_budget_cut_takes_whole_segments_and_a_warm_cache_changes_nothing(tok):
     """`_keep_tail` / `_keep_head` give the ids and the cut of taking whole segments one at a time until the
     budget is full, whether the segment cache is cold or warm."""
-    cache = fim.segment_cache(tok)
+    cache = segments.segment_cache(tok)
 
     def reference(text: str, budget: int, from_end: bool) -> list[int]:
         kept, total = [], 0
-        for seg in (fim.segments_from_end(text) if from_end else fim.segments_from_start(text)):
+        for seg in (segments.segments_from_end(text) if from_end else segments.segments_from_start(text)):
             ids = tok.encode(seg).ids
             if total + len(ids) > budget:
                 break
@@ -97,7 +97,7 @@ def test_the_budget_cut_takes_whole_segments_and_a_warm_cache_changes_nothing(to
     rng = random.Random(3)
     for text in samples(60, seed=2):
         for budget in (1, 7, 64, rng.randint(100, 1500)):
-            for from_end, fn in ((True, fim._keep_tail), (False, fim._keep_head)):
+            for from_end, fn in ((True, segments.keep_tail), (False, segments.keep_head)):
                 want = reference(text, budget, from_end)
                 cache.ids.clear()
                 cold = fn(tok, text, budget)
@@ -110,8 +110,8 @@ def test_the_budget_cut_takes_whole_segments_and_a_warm_cache_changes_nothing(to
 def test_the_fast_encoder_gives_the_tokenizers_ids(tok):
     """Unseen segments are encoded by tiktoken over the same merges (FastBPE): the committed tokenizer must get
     it, and its ids must be the tokenizer's on real code (whole files, CRLF, odd whitespace)."""
-    fast = fim.FastBPE.for_tokenizer(tok)
-    assert fast is not None and fim.segment_cache(tok).fast
+    fast = segments.FastBPE.for_tokenizer(tok)
+    assert fast is not None and segments.segment_cache(tok).fast
     for text in samples(150, seed=4):
         assert fast.encode(text) == tok.encode(text).ids, text[:80]
     # a file that spells a special token keeps it as text (the model must not see a real FIM marker there)
@@ -125,14 +125,14 @@ def test_the_fast_encoder_returns_ids_directly_or_maps_ranks_when_ids_are_not_in
     from ranks, and gives that tokenizer's own ids just the same."""
     import json
 
-    assert fim.FastBPE.for_tokenizer(tok)._id_of is None
+    assert segments.FastBPE.for_tokenizer(tok)._id_of is None
     spec = json.loads(tok.to_str())
     vocab = spec["model"]["vocab"]
     merged = [vocab["".join(m.split(" ") if isinstance(m, str) else m)] for m in spec["model"]["merges"]]
     renumber = dict(zip(merged, reversed(merged)))
     spec["model"]["vocab"] = {t: renumber.get(i, i) for t, i in vocab.items()}
     shuffled = Tokenizer.from_str(json.dumps(spec))
-    fast = fim.FastBPE.for_tokenizer(shuffled)
+    fast = segments.FastBPE.for_tokenizer(shuffled)
     assert fast is not None and fast._id_of is not None
     renumbered = 0
     for text in samples(40, seed=5):
@@ -147,11 +147,11 @@ def test_a_tokenizer_that_is_not_plain_byte_level_bpe_keeps_its_own_encoder():
 
     odd = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=[("a", "b")]))
     odd.pre_tokenizer = pre_tokenizers.Whitespace()
-    assert fim.FastBPE.for_tokenizer(odd) is None
+    assert segments.FastBPE.for_tokenizer(odd) is None
     lowered = Tokenizer.from_file(str(REPO / "models" / "target" / "tokenizer.json"))
     lowered.normalizer = normalizers.Lowercase()
-    assert fim.FastBPE.for_tokenizer(lowered) is None
-    assert not fim.SegmentCache(lowered).fast
+    assert segments.FastBPE.for_tokenizer(lowered) is None
+    assert not segments.SegmentCache(lowered).fast
 
 
 def test_a_prefix_ending_in_a_space_is_healed_to_the_tokens_training_had(tok):

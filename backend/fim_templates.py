@@ -1,0 +1,190 @@
+"""FIM templates: how a model family writes fill-in-the-middle prompts, by its special tokens.
+
+The template comes from the model folder's `quickcode_fim.json` (written by draft_model), else from a model
+family's preset (`PRESETS`: StarCoder/StarCoder2, Qwen2.5-Coder, DeepSeek-Coder, CodeLlama, Codestral,
+CodeGemma) named in the settings or detected from the tokenizer's special tokens. A compat endpoint's prompt
+that a client already wrote in the served model's template is split back into prefix and suffix here.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+
+@dataclass(frozen=True)
+class FimPreset:
+    """A model family's FIM prompt, by token names. `eot`, `bos` and `stops` list candidates: the ones the
+    tokenizer has are used. Sources: each family's model card / tokenizer_config.json (see docs/operators.md)."""
+    name: str
+    prefix: str
+    suffix: str
+    middle: str | None           # None: the model writes right after the prefix (Codestral's [SUFFIX]…[PREFIX]…)
+    order: str                   # "psm" | "spm" (suffix part first)
+    eot: tuple[str, ...]
+    bos: tuple[str, ...] = ()    # prepended to every prompt (vLLM adds nothing to a prompt given as ids)
+    stops: tuple[str, ...] = ()  # more tokens that end a completion (the next file, padding)
+    file: str | None = None      # file separator: other files' snippets as `<file>path\ntext\n` blocks
+    repo: str | None = None      # repository-name token (recorded; no repository name travels on the wire)
+    requires: tuple[str, ...] = ()   # tokens that tell this family from another with the same FIM tokens
+
+
+# Most specific first: CodeGemma and Qwen2.5-Coder share the FIM token names and differ by their other tokens.
+PRESETS: tuple[FimPreset, ...] = (
+    FimPreset("codegemma", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<eos>",), ("<bos>",),
+              ("<|file_separator|>",), file="<|file_separator|>", requires=("<|file_separator|>",)),
+    FimPreset("qwen2.5-coder", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<|endoftext|>",), (),
+              ("<|fim_pad|>", "<|file_sep|>", "<|im_end|>"), file="<|file_sep|>", repo="<|repo_name|>"),
+    FimPreset("deepseek-coder", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "psm",
+              ("<｜end▁of▁sentence｜>",), ("<｜begin▁of▁sentence｜>",), ("<|EOT|>",)),
+    FimPreset("codellama", "▁<PRE>", "▁<SUF>", "▁<MID>", "psm", ("▁<EOT>", "</s>"), ("<s>",), ("</s>",)),
+    FimPreset("codestral", "[PREFIX]", "[SUFFIX]", None, "spm", ("</s>",), ("<s>",)),
+    FimPreset("starcoder2", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "psm", ("<|endoftext|>",), (),
+              ("<file_sep>",), file="<file_sep>", repo="<repo_name>", requires=("<file_sep>",)),
+    FimPreset("starcoder", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", "psm", ("<|endoftext|>",), (),
+              ("<filename>",), file="<filename>", repo="<reponame>"),
+)
+
+
+def _has(tok: Tokenizer, name: str | None) -> bool:
+    return name is not None and tok.token_to_id(name) is not None
+
+
+def detect_preset(tok: Tokenizer) -> FimPreset | None:
+    """The first preset whose FIM tokens (and distinguishing tokens) the tokenizer has, with an end token."""
+    for p in PRESETS:
+        if all(_has(tok, n) for n in (p.prefix, p.suffix, p.middle or p.prefix, *p.requires)) and any(
+                _has(tok, e) for e in p.eot):
+            return p
+    return None
+
+
+@dataclass(frozen=True)
+class FimTemplate:
+    prefix_id: int
+    suffix_id: int
+    middle_id: int | None        # None: no middle token (the completion follows the last part)
+    eot_id: int
+    order: str  # "psm" | "spm"
+    name: str = "custom"
+    bos_id: int | None = None
+    file_id: int | None = None
+    repo_id: int | None = None
+    stop_ids: tuple[int, ...] = ()   # every token that ends a completion, eot included
+
+    @classmethod
+    def from_preset(cls, p: FimPreset, tok: Tokenizer, order: str = "auto") -> "FimTemplate":
+        ids = lambda names: [i for i in (tok.token_to_id(n) for n in names) if i is not None]   # noqa: E731
+        eot = ids(p.eot)[0]
+        return cls(tok.token_to_id(p.prefix), tok.token_to_id(p.suffix),
+                   tok.token_to_id(p.middle) if p.middle else None, eot, p.order if order == "auto" else order,
+                   p.name, (ids(p.bos) or [None])[0], tok.token_to_id(p.file) if p.file else None,
+                   tok.token_to_id(p.repo) if p.repo else None, tuple(dict.fromkeys([eot, *ids(p.stops)])))
+
+    @classmethod
+    def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto", preset: str = "auto") -> "FimTemplate":
+        """The model folder's `quickcode_fim.json` if it has one (what draft_model writes), else the preset
+        named by `preset`, else the one detected from the tokenizer's special tokens."""
+        f = model_dir / "quickcode_fim.json"
+        if preset == "auto" and f.exists():
+            spec = json.loads(f.read_text())
+            names = {k: spec[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")}
+            found = {k: tok.token_to_id(v) for k, v in names.items()}
+            missing = [names[k] for k, v in found.items() if v is None]
+            if missing:
+                raise ValueError(f"{f}: the tokenizer lacks the FIM tokens {missing}")
+            return cls(found["prefix_token"], found["suffix_token"], found["middle_token"], found["eot_token"],
+                       spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
+                       stop_ids=(found["eot_token"],))
+        if preset != "auto":
+            chosen = next((p for p in PRESETS if p.name == preset), None)
+            if chosen is None:
+                raise ValueError(f"unknown FIM preset {preset!r}; known: {', '.join(p.name for p in PRESETS)}")
+            if not all(_has(tok, n) for n in (chosen.prefix, chosen.suffix, chosen.middle or chosen.prefix)):
+                raise ValueError(f"{model_dir}: the tokenizer lacks the {preset} FIM tokens")
+        else:
+            chosen = detect_preset(tok)
+            if chosen is None:
+                raise ValueError(f"{model_dir}: no known FIM tokens in the tokenizer (presets: "
+                                 f"{', '.join(p.name for p in PRESETS)}); write quickcode_fim.json")
+        return cls.from_preset(chosen, tok, order)
+
+    def special_ids(self) -> set[int]:
+        return {i for i in (self.prefix_id, self.suffix_id, self.middle_id, self.bos_id, self.file_id,
+                            self.repo_id, *self.stop_ids) if i is not None}
+
+
+def _marker_forms(tok: Tokenizer, token_id: int | None) -> list[str]:
+    """How a client writes a special token in a prompt: its name, and for SentencePiece names (`▁<PRE>`) also
+    without the `▁` (CodeLlama's `<PRE> …`, as Continue's template writes it)."""
+    if token_id is None:
+        return []
+    name = tok.id_to_token(token_id)
+    return [name, name[1:]] if name.startswith("▁") else [name]
+
+
+def split_templated(tok: Tokenizer, t: FimTemplate, prompt: str) -> tuple[str, str] | None:
+    """(prefix, suffix) of a prompt that a client already wrote in the served model's FIM template — its
+    markers in any order (PSM, SPM, StarCoder's `<P><S>suffix<M>prefix`); the text after the middle marker
+    continues the prefix. None when the prompt holds no such markers, or holds more than the plain template
+    (text before the first marker other than BOS, a marker twice, other special tokens): that prompt is sent to
+    the model as its own tokens instead. Re-templating a plain one keeps what the suffix form gets — the
+    model's real order, token healing, the budget cut — so both give the same completion."""
+    labels = {"P": _marker_forms(tok, t.prefix_id), "S": _marker_forms(tok, t.suffix_id),
+              "M": _marker_forms(tok, t.middle_id)}
+    found = []
+    for label, forms in labels.items():
+        hits = [(prompt.find(f), f) for f in forms if f in prompt]
+        if len(hits) > 1 or any(prompt.count(f) > 1 for _, f in hits):
+            return None
+        if hits:
+            found.append((hits[0][0], label, hits[0][1]))
+    if not {"P", "S"} <= {label for _, label, _ in found}:
+        return None
+    found.sort()
+    head = prompt[:found[0][0]]
+    bos = tok.id_to_token(t.bos_id) if t.bos_id is not None else None
+    if head and head != bos:
+        return None
+    parts = {"P": "", "S": "", "M": ""}
+    for i, (pos, label, form) in enumerate(found):
+        end = found[i + 1][0] if i + 1 < len(found) else len(prompt)
+        parts[label] = prompt[pos + len(form):end]
+    if labels["P"][0].startswith("▁"):          # CodeLlama: "<PRE> {prefix} <SUF>{suffix} <MID>"
+        parts = {k: v[1:] if k == "P" and v.startswith(" ") else v for k, v in parts.items()}
+        if found[-1][1] != "P":
+            parts["P"] = parts["P"][:-1] if parts["P"].endswith(" ") else parts["P"]
+            parts["S"] = parts["S"][:-1] if parts["S"].endswith(" ") else parts["S"]
+    specials = [c for c in (tok.id_to_token(i) for i in t.special_ids()) if c]
+    if any(s in v for v in parts.values() for s in specials):
+        return None
+    return parts["P"] + parts["M"], parts["S"]
+
+
+def holds_special_tokens(tok: Tokenizer, prompt: str) -> bool:
+    """Whether `prompt` spells one of the tokenizer's special (added) tokens."""
+    return any(a.special and a.content in prompt for a in tok.get_added_tokens_decoder().values())
+
+
+def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
+                  suffix: str) -> tuple[str, str, list[int] | None]:
+    """(prefix, suffix, ids) for a compat endpoint's prompt: plain text is the prefix (ids None: built as usual);
+    a prompt in the served model's FIM template is split back into prefix and suffix; any other prompt that
+    spells special tokens goes to the model as its tokens, the special tokens as themselves (ids)."""
+    if tok is None or t is None or not holds_special_tokens(tok, prompt):
+        return prompt, suffix, None
+    split = split_templated(tok, t, prompt)
+    if split is not None:
+        return split[0], split[1], None
+    return prompt, suffix, tok.encode(prompt).ids
+
+
+def drop_special_stops(tok: Tokenizer | None, stop: list[str]) -> list[str]:
+    """Stop strings minus the tokenizer's special tokens (a client's template lists them: `<|fim_pad|>`, …);
+    those never reach the text, and the model's end tokens already stop it."""
+    if tok is None:
+        return stop
+    specials = {a.content for a in tok.get_added_tokens_decoder().values() if a.special}
+    return [s for s in stop if s not in specials]
