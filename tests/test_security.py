@@ -191,7 +191,10 @@ def test_junk_before_hello_does_not_extend_the_hello_deadline(fake_backend):
 
 # ── HTTP bodies: the token before the body, a bounded body
 
-def _huge_post(port: int, token: str | None, chunked: bool, total_bytes: int = 100 << 20):
+HUGE_BYTES = 100 << 20
+
+
+def _huge_post(port: int, token: str | None, chunked: bool, total_bytes: int = HUGE_BYTES):
     """POST /v1/completions with a 100 MB body streamed as fast as the socket takes it, from a second thread;
     returns (status line, seconds from the request head to the answer, bytes sent before it)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -232,14 +235,16 @@ def _huge_post(port: int, token: str | None, chunked: bool, total_bytes: int = 1
 
 @pytest.mark.parametrize("token, chunked, status", [(None, False, 401), (None, True, 401), (ALICE, False, 413),
                                                     (ALICE, True, 413)])
-def test_a_100mb_post_is_refused_within_a_second_without_the_server_reading_it(fake_backend, token, chunked, status):
+def test_a_100mb_post_is_refused_before_the_server_reads_it(fake_backend, token, chunked, status):
     b = fake_backend(auth_tokens=TOKENS)
     rss0 = rss_bytes()
     line, elapsed_s, sent = _huge_post(b.port, token, chunked)
     rss1 = rss_bytes()
     print(f"\n{line!r} after {elapsed_s * 1000:.0f} ms; {sent >> 20} MiB sent; RSS {rss0 >> 20} → {rss1 >> 20} MiB")
     assert line.startswith(f"HTTP/1.1 {status} "), line
-    assert elapsed_s < 1.0              # a security bound (the server must not take the body in first)
+    # the server did not take the body in first: it answered while most of it was still unsent (a reading server
+    # drains all 100 MB before it answers) — proven by bytes, not by a speed
+    assert sent < HUGE_BYTES // 2, f"{sent >> 20} MiB of {HUGE_BYTES >> 20} were sent before the answer"
     assert rss1 - rss0 < 20 << 20
     r = httpx.post(f"{b.http_url}/v1/completions", json={"prompt": "p", "max_tokens": 1},
                    headers={"Authorization": f"Bearer {ALICE}"}, timeout=30)
