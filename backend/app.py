@@ -21,7 +21,7 @@ from backend import metrics
 from backend.auth import TokenStore, hash_token, token_from_headers
 from backend.debug_api import is_admin
 from backend.engine import Engine
-from backend.http_gate import HttpGate
+from backend.http_gate import HttpGate, origin_allowed
 from backend.service import CompletionService
 from backend.session import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, CLOSE_UNAUTHORIZED, Session
 from backend.settings import Settings
@@ -29,6 +29,7 @@ from backend.tenancy import Tenancy, resolve_isolation
 from protocol import Error, ErrorCode, encode
 
 log = logging.getLogger("quickcode.app")
+CLOSE_FORBIDDEN_ORIGIN = 1008   # policy violation (sent as HTTP 403 when closed before the handshake completes)
 
 
 class Backend:
@@ -170,8 +171,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     app = FastAPI(title="quickcode backend", lifespan=lifespan)
     app.state.backend = backend
     # every HTTP route, present and future, behind one gate: token from the headers, then a bounded body
-    app.add_middleware(HttpGate, max_body_bytes=settings.max_body_bytes,
-                       allowed=backend.may_reach)
+    app.add_middleware(HttpGate, max_body_bytes=settings.max_body_bytes, allowed=backend.may_reach,
+                       allowed_origins=settings.allowed_origins)
 
     @app.get("/healthz")
     async def healthz():
@@ -201,6 +202,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     @app.websocket("/v1/ws")
     async def ws_endpoint(ws: WebSocket):
         ok, user = backend.user_for(ws.headers, ws.query_params)
+        if not origin_allowed(ws.headers, settings.allowed_origins):   # a web page (cross-site WebSocket)
+            await ws.close(CLOSE_FORBIDDEN_ORIGIN)   # before accept: the handshake is answered 403
+            return
         await ws.accept()
         if not ok:
             await ws.close(CLOSE_UNAUTHORIZED, "unauthorized: missing or invalid API token")

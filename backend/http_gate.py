@@ -4,7 +4,9 @@ OpenAI, Ollama, /infill, /metrics, /debug — inherits it without a line of its 
 1. the API token is checked from the headers alone, before one byte of the body is read (401);
 2. a declared `Content-Length` over `max_body_bytes` is refused before reading (413), and a body that streams
    past it (chunked) is cut off at the limit (413): nobody can make the server buffer or parse more;
-3. each refusal closes the connection (`Connection: close`), so the rest of a huge upload is not even read.
+3. each refusal closes the connection (`Connection: close`), so the rest of a huge upload is not even read;
+4. a request from a web page (an `Origin` header not in `allowed_origins`) is refused (403): any site the
+   developer visits can send requests to 127.0.0.1, and an open loopback server has no token to stop it.
 
 Only the probes (/healthz, /readyz) are open. WebSockets are checked by their endpoint (close 4401).
 """
@@ -28,19 +30,29 @@ async def refuse(send, status: int, body: bytes, extra_headers: tuple = ()) -> N
     await send({"type": "http.response.body", "body": body})
 
 
+def origin_allowed(headers, allowed_origins) -> bool:
+    """No Origin (an editor, a CLI, a server-side client) or a listed one. Browsers always send it."""
+    origin = headers.get("origin")
+    return origin is None or origin in allowed_origins
+
+
 class HttpGate:
-    def __init__(self, app, *, allowed, max_body_bytes: int, open_paths=OPEN_PATHS):
+    def __init__(self, app, *, allowed, max_body_bytes: int, open_paths=OPEN_PATHS, allowed_origins=()):
         """`allowed(path, headers, query_params) -> bool`: may this request reach `path` (a valid token, the
         scrape-only token for /metrics, or an open server)."""
         self.app = app
         self.allowed = allowed
         self.max_body_bytes = max_body_bytes
         self.open_paths = open_paths
+        self.allowed_origins = frozenset(allowed_origins)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
+        if not origin_allowed(headers, self.allowed_origins):
+            return await refuse(send, 403, error_body("requests from web pages are refused (Origin not in "
+                                                      "allowed_origins)", "unauthorized", "permission_error"))
         if scope["path"] not in self.open_paths and not self.allowed(scope["path"], headers,
                                                                          QueryParams(scope.get("query_string", b""))):
             return await refuse(send, 401, error_body("missing or invalid API token", "unauthorized",

@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     metrics_bind: str = ""
     # an open server (no tokens) may listen beyond loopback only if this is true (logged loudly at start)
     allow_open: bool = False
+    # browser origins allowed to call the server (WebSocket and HTTP). Editors and CLI tools send no Origin; a
+    # web page does, and every page the developer opens can reach ws://127.0.0.1 — refused unless listed here
+    allowed_origins: list[str] = []
 
     # ── lifecycle
     shutdown_drain_s: float = 5.0

@@ -1,4 +1,5 @@
 """Fuzzing the real WebSocket endpoint with hypothesis (>= 10,000 frames on one session, deterministic).
+Languages (known ids, near misses, junk), telemetry counts, priorities and the hello's user name vary too.
 
 Frames: random JSON objects with valid and invalid kinds and fields of the wrong types, mutated valid
 requests, truncated JSON, random bytes and text, strings at and past the size limits, other JSON values,
@@ -26,7 +27,8 @@ from backend.fake_engine import FakeEngine
 from backend.launch import InProcessBackend
 from backend.settings import Settings
 from protocol import Complete, ErrorCode, Hello, ProtocolError, decode
-from tests.ws_helpers import complete, open_session, recv
+from protocol.languages import KNOWN_LANGUAGE_IDS
+from tests.ws_helpers import complete, http_get, open_session, recv
 
 pytestmark = [pytest.mark.slow]
 
@@ -45,6 +47,10 @@ json_values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_
                                                             st.dictionaries(st.text(max_size=8), inner, max_size=4)),
                            max_leaves=5)
 ids = st.text(st.characters(codec="utf-8"), min_size=1, max_size=24)
+# language ids: the known ones, near misses and junk (only a bounded set may reach /metrics)
+languages = st.sampled_from(["python", "", "c", "rust", "typescriptreact", "Python", "other"]) | st.text(max_size=40)
+priorities = st.sampled_from(["normal", "prefetch"])
+user_names = st.text(st.characters(codec="utf-8"), max_size=60)
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +77,9 @@ def random_object(draw):
 @st.composite
 def mutated_complete(draw):
     """A valid complete with one field replaced by a random value, or removed."""
-    obj = valid_complete(draw(ids), suffix=draw(st.text(max_size=30)), language=draw(st.sampled_from(["python", "", "c"])),
+    obj = valid_complete(draw(ids), suffix=draw(st.text(max_size=30)), language=draw(languages),
                          stop=draw(st.lists(st.text(max_size=8), max_size=3)), temperature=draw(st.floats(0, 2)),
-                         priority=draw(st.sampled_from(["normal", "prefetch"])))
+                         priority=draw(priorities | st.text(max_size=10) | json_values))
     name = draw(st.sampled_from(sorted(obj)))
     if draw(st.booleans()):
         del obj[name]
@@ -87,7 +93,7 @@ def good_complete(draw):
     return valid_complete(
         draw(ids), prefix=draw(st.text(max_size=200)), suffix=draw(st.text(max_size=60)),
         max_tokens=draw(st.integers(1, 2)), stop=draw(st.lists(st.text(min_size=1, max_size=6), max_size=2)),
-        temperature=draw(st.sampled_from([0.0, 0.7])), priority=draw(st.sampled_from(["normal", "prefetch"])),
+        temperature=draw(st.sampled_from([0.0, 0.7])), priority=draw(priorities), language=draw(languages),
         prefill_only=draw(st.booleans()),
         snippets=draw(st.lists(st.fixed_dictionaries({"path": st.text(max_size=10), "text": st.text(max_size=80)}),
                                max_size=2)))
@@ -126,9 +132,9 @@ def frames(max_frame_bytes: int, max_prompt_chars: int):
         "valid_complete": as_json(good_complete()),
         "valid_cancel": as_json(st.builds(lambda i: {"kind": "cancel", "id": i}, ids)),
         "valid_telemetry": as_json(st.builds(
-            lambda e, n: {"kind": "telemetry", "event": e, "id": "t", "language": "python", "shown_chars": n,
-                          "accepted_chars": n}, st.sampled_from(["shown", "accepted", "partial", "dismissed"]),
-            st.integers(-5, 500))),
+            lambda e, lang, n, m: {"kind": "telemetry", "event": e, "id": "t", "language": lang, "shown_chars": n,
+                                   "accepted_chars": m}, st.sampled_from(["shown", "accepted", "partial", "dismissed"]),
+            languages, st.integers(-2**31, 2**53), st.integers(-2**31, 2**53))),
     }
     # hypothesis' own choices favour "simple" elements (the first of a list, small integers); a multiplicative
     # hash of its integer spreads them, so the weights hold
@@ -234,6 +240,12 @@ def test_fuzz_websocket_frames(backend):
         checker.drained()
         assert checker.labels["valid_complete"] > 40 and sum(checker.finishes.values()) > 80
         assert checker.codes["frame_too_large"] > 0 and checker.codes["prompt_too_long"] > 0
+        # whatever languages the frames named, /metrics has labels from the fixed set only
+        status, body = http_get(f"{backend.http_url}/metrics")
+        assert status == 200
+        langs = {line.split('language="')[1].split('"')[0] for line in body.decode().splitlines()
+                 if line.startswith("quickcode_completion_events_total{")}
+        assert langs and langs <= KNOWN_LANGUAGE_IDS | {"other", "unknown"}, langs
         # the session is still usable
         r = complete(ws, "after-fuzz", max_tokens=4)
         assert r.kind == "done" and r.finish_reason in ("length", "stop"), r.terminal
@@ -256,8 +268,8 @@ def test_fuzz_handshake(backend):
     @settings(max_examples=N_HANDSHAKES, derandomize=True, deadline=None, database=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(st.lists(frames(1 << 20, 64_000).filter(lambda c: c[0] != "huge" and not _is_hello(c[1])),
-                    min_size=1, max_size=3))
-    def handshake(cases):
+                    min_size=1, max_size=3), user_names)
+    def handshake(cases, user):
         from websockets.sync.client import connect
 
         with connect(backend.ws_url, max_size=1 << 24, ping_interval=None) as ws:
@@ -272,7 +284,8 @@ def test_fuzz_handshake(backend):
                 else:
                     assert m["code"] == "hello_required", (frame, m)
                 count[m["code"]] += 1
-            ws.send(json.dumps({"kind": "hello", "protocol_version": 1}))
+            # any user name a client claims: an open server ignores it (each session is its own anonymous user)
+            ws.send(json.dumps({"kind": "hello", "protocol_version": 1, "user": user}))
             assert recv(ws, 10)["kind"] == "welcome"
 
     handshake()

@@ -306,3 +306,25 @@ def test_the_gpu_profile_listens_on_the_network_with_tokens_and_tls(monkeypatch)
     check_bind(s.host, bool(s.auth_tokens_file), s.allow_open)     # it starts without allow_open
     doc = (REPO / "docs" / "operators.md").read_text()
     assert "--host 0.0.0.0 --set auth_tokens_file" in doc.replace("\\\n    ", "") and "allow_open" in doc
+
+
+# ── web pages: any site the developer visits can reach 127.0.0.1
+
+def test_a_web_page_cannot_use_the_server_unless_its_origin_is_allowed(fake_backend):
+    from websockets.exceptions import InvalidStatus
+
+    b = fake_backend()                                   # an open loopback server: no token to stop a page
+    with pytest.raises(InvalidStatus) as ei:
+        connect(b.ws_url, origin="https://evil.example", open_timeout=10)
+    assert ei.value.response.status_code == 403
+    r = httpx.post(f"{b.http_url}/v1/completions", json={"prompt": "x", "max_tokens": 1},
+                   headers={"Origin": "https://evil.example"}, timeout=30)
+    assert r.status_code == 403 and r.json()["error"]["type"] == "permission_error"
+    ws, _ = open_session(b.ws_url)                       # editors send no Origin
+    ws.close()
+    ok = fake_backend(allowed_origins=["https://ide.example"])
+    with connect(ok.ws_url, origin="https://ide.example", open_timeout=10) as ws:
+        ws.send(json.dumps({"kind": "hello", "protocol_version": 1}))
+        assert json.loads(ws.recv(timeout=10))["kind"] == "welcome"
+    with pytest.raises(InvalidStatus):
+        connect(ok.ws_url, origin="https://evil.example", open_timeout=10)
