@@ -328,3 +328,28 @@ def test_a_web_page_cannot_use_the_server_unless_its_origin_is_allowed(fake_back
         assert json.loads(ws.recv(timeout=10))["kind"] == "welcome"
     with pytest.raises(InvalidStatus):
         connect(ok.ws_url, origin="https://evil.example", open_timeout=10)
+
+
+# ── a client that does not read what it asked for
+
+@pytest.mark.slow
+def test_a_client_that_stops_reading_is_cut_off_with_memory_bounded(fake_backend):
+    """Every junk frame earns an error frame; a client that never reads them fills the socket buffers, then the
+    session's outbox (10,000 frames), and is disconnected — the server does not buffer without end."""
+    b = fake_backend()
+    frame = json.dumps({"kind": "k" * 100, "id": "i" * 120})      # each answered by a ~200-byte error frame
+    with connect(b.ws_url, max_queue=4, ping_interval=None, close_timeout=1) as ws:   # reads ahead 4 frames
+        ws.send(json.dumps({"kind": "hello", "protocol_version": 1}))
+        rss0, sent, peak = rss_bytes(), 0, 0
+        with pytest.raises(ConnectionClosed):
+            for sent in range(1, 1_000_001):
+                ws.send(frame)
+                if sent % 10_000 == 0:
+                    peak = max(peak, rss_bytes() - rss0)
+            ws.recv(timeout=30)
+    print(f"\ncut off after {sent} unread answers; peak RSS growth {peak >> 20} MiB")
+    assert sent < 1_000_000 and peak < 100 << 20
+    deadline = time.monotonic() + 30
+    while b.call(lambda: len(b.backend.sessions)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert b.call(lambda: len(b.backend.sessions)) == 0
