@@ -18,8 +18,15 @@ from starlette.datastructures import Headers, QueryParams
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 
 
-def error_body(message: str, code: str, kind: str) -> bytes:
-    """OpenAI's error shape, which every HTTP client of ours understands."""
+LLAMA_CPP_PATHS = frozenset({"/infill", "/completion", "/tokenize", "/detokenize"})
+
+
+def error_body(message: str, code: str, kind: str, path: str = "", status: int = 400) -> bytes:
+    """Each API's own error shape: Ollama's (`/api/*`: a string), llama.cpp's (numeric code), else OpenAI's."""
+    if path.startswith("/api/"):
+        return orjson.dumps({"error": message})
+    if path in LLAMA_CPP_PATHS:
+        return orjson.dumps({"error": {"code": status, "message": message, "type": kind}})
     return orjson.dumps({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
@@ -50,20 +57,22 @@ class HttpGate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = Headers(scope=scope)
+        path = scope["path"]
         if not origin_allowed(headers, self.allowed_origins):
             return await refuse(send, 403, error_body("requests from web pages are refused (Origin not in "
-                                                      "allowed_origins)", "unauthorized", "permission_error"))
-        if scope["path"] not in self.open_paths and not self.allowed(scope["path"], headers,
-                                                                         QueryParams(scope.get("query_string", b""))):
+                                                      "allowed_origins)", "unauthorized", "permission_error", path, 403))
+        if path not in self.open_paths and not self.allowed(path, headers, QueryParams(scope.get("query_string", b""))):
             return await refuse(send, 401, error_body("missing or invalid API token", "unauthorized",
-                                                      "authentication_error"),
+                                                      "authentication_error", path, 401),
                                 ((b"www-authenticate", b"Bearer"),))
         limit = self.max_body_bytes
-        too_large = error_body(f"the request body is over {limit} bytes", "body_too_large", "invalid_request_error")
+        too_large = error_body(f"the request body is over {limit} bytes", "body_too_large", "invalid_request_error",
+                               path, 413)
         try:
             declared = int(headers.get("content-length", "0") or 0)
         except ValueError:
-            return await refuse(send, 400, error_body("bad Content-Length", "bad_value", "invalid_request_error"))
+            return await refuse(send, 400, error_body("bad Content-Length", "bad_value", "invalid_request_error",
+                                                      path, 400))
         if declared > limit:
             return await refuse(send, 413, too_large)
 
