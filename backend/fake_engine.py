@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterable, Protocol
 
 from backend.engine import Delta, EngineStats, load_tokenizer
+from backend.model_info import served_max_model_len
 from backend.settings import Settings
 
 DEFAULT_TOKENS = ("    return", " a", " +", " b", "\n")
@@ -168,7 +169,7 @@ class FakeEngine:
             raise RuntimeError(self._fail_start)
         self.tokenizer, self.template = load_tokenizer(self.settings)
         config = json.loads((self.settings.target_path / "config.json").read_text())
-        self.max_model_len = self.settings.max_model_len or config["max_position_embeddings"]
+        self.max_model_len = served_max_model_len(self.settings) or config["max_position_embeddings"]
         self.started_s = time.perf_counter() - t0
         self._started = True
 

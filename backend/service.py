@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 from backend import metrics
 from backend.engine import Engine
 from backend.fim import Healed, build_prompt, heal, render_snippets
+from backend.model_info import context_chars, model_info, prompt_budget_tokens
 from backend.ratelimit import TokenBuckets
 from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
 from backend.settings import Settings
@@ -74,6 +75,7 @@ class CompletionService:
             shed_enabled=settings.shed_enabled), RateModel())
         self.requests: dict[tuple[str, str], Request] = {}
         self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
+        self.chars_per_token = model_info(settings.target_path).chars_per_token
         self.telemetry = TelemetryRecorder(settings.telemetry_rate_per_s, settings.telemetry_burst)
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task | None = None
@@ -100,6 +102,19 @@ class CompletionService:
     def live_count(self) -> int:
         return len(self.requests)
 
+    @property
+    def prompt_budget_tokens(self) -> int:
+        """Prompt tokens per request: within the model's (trained) context, less room for the completion; the
+        same for a warm-up and the completion after it. 0 while the engine's context is not known."""
+        if not self.engine.max_model_len:
+            return 0
+        return prompt_budget_tokens(self.s.max_prompt_tokens, self.engine.max_model_len, self.s.reserve_output_tokens)
+
+    @property
+    def context_chars(self) -> int:
+        """Characters of prefix + suffix a client should send (the welcome's `context_chars`; 0: unknown)."""
+        return context_chars(self.prompt_budget_tokens, self.chars_per_token)
+
     # ── client events
     def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float,
                prompt_ids: list[int] | None = None) -> None:
@@ -110,7 +125,7 @@ class CompletionService:
         t0 = time.perf_counter()
         template = self.engine.template
         max_tokens = 1 if msg.prefill_only else msg.max_tokens
-        budget = min(self.s.max_prompt_tokens, self.engine.max_model_len - max_tokens - 1)
+        budget = self.prompt_budget_tokens
         healed = ""
         if prompt_ids is not None:
             if len(prompt_ids) > budget:

@@ -103,7 +103,9 @@ class Session:
                 self.user = f"anon:{self.id}"   # an open server never lets one client name another's user
             self.send(Welcome(protocol_version=PROTOCOL_VERSION, session_id=self.id, server="quickcode",
                               model=self.model, replica=self.s.replica_id, max_prompt_chars=self.s.max_prompt_chars,
-                              max_tokens=self.s.max_tokens_limit, max_frame_bytes=self.s.max_frame_bytes))
+                              max_tokens=self.s.max_tokens_limit, max_frame_bytes=self.s.max_frame_bytes,
+                              max_prompt_tokens=self.service.prompt_budget_tokens,
+                              context_chars=self.service.context_chars))
             return True
 
     async def _serve(self) -> None:

@@ -51,7 +51,9 @@ class Settings(BaseSettings):
 
     # ── vLLM engine
     dtype: str = "bfloat16"
-    max_model_len: int | None = None      # None: the model's max_position_embeddings
+    # None: the context the model was trained on (its quickcode_train.json `trained_context_tokens`), else its
+    # max_position_embeddings — positions past the trained context make a small model's completions useless
+    max_model_len: int | None = None
     block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
     enable_prefix_caching: bool = True
     # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) | shared
@@ -83,6 +85,8 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1 << 20         # HTTP request bodies: 413 before parsing (backend/http_gate.py)
     max_prompt_chars: int = 64_000
     max_prompt_tokens: int = 1536         # the prompt is cut (prefix head, suffix tail) to fit
+    # ... and to max_model_len less this many tokens kept for the completion (backend/model_info.py)
+    reserve_output_tokens: int = 64
     max_tokens_limit: int = 256
     max_requests_per_session: int = 64    # queued + running per connection
     rate_limit_per_s: float = 50.0        # per user, token bucket

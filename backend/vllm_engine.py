@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 
 from backend.engine import Delta, EngineStats, load_tokenizer
 from backend.fim_templates import FimTemplate
+from backend.model_info import served_max_model_len
 from backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")
@@ -81,7 +82,7 @@ def engine_args(s: Settings):
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     return AsyncEngineArgs(
         model=str(s.target_path), tokenizer=str(s.target_path), served_model_name=[s.served_model_name],
-        dtype=s.dtype, max_model_len=s.max_model_len, block_size=s.block_size,
+        dtype=s.dtype, max_model_len=served_max_model_len(s), block_size=s.block_size,
         enable_prefix_caching=s.enable_prefix_caching, enforce_eager=s.enforce_eager,
         gpu_memory_utilization=s.gpu_memory_utilization, tensor_parallel_size=s.tensor_parallel_size,
         data_parallel_size=s.data_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
@@ -102,7 +103,7 @@ class VllmEngine:
         self.template: FimTemplate | None = None
         self.start_error: str | None = None
         self.started_s: float | None = None
-        self.max_model_len = 0
+        self.max_model_len = served_max_model_len(settings) or 0   # vLLM's own figure once started
         self._stopping = False
 
     # ── lifecycle

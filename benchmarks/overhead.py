@@ -59,7 +59,7 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
     engine = backend.engine
     url = f"ws://127.0.0.1:{settings.port}/v1/ws"
     session = await Session(url, "overhead").open()
-    budget = min(settings.max_prompt_tokens, engine.max_model_len - args.max_tokens - 1)
+    budget = engine.prompt_budget_tokens
 
     # Per engine request: when AsyncLLM's input processing (tokenizing a text prompt, checking an ids prompt)
     # started and ended, and when AsyncLLM yielded the first text. Everything from input processing's end to the

@@ -75,6 +75,8 @@ def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Pa
     manifest = json.loads((data_dir / "manifest.json").read_text())
     return {
         "kind": kind, "size": size, "profile": p.name, "command": " ".join(["quickcode", *argv]),
+        # the window length it learnt: the backend serves it with at most this context (backend/model_info.py)
+        "trained_context_tokens": p.seq_len,
         "result": result, "data_summary": json.loads((data_dir / "summary.json").read_text()),
         "heldout_modules": manifest["heldout_modules"], "trained_at": time.strftime("%Y-%m-%d %H:%M:%S"),
         # for the model card (draft_model/card.py): what the kept files are licensed under, what was refused

@@ -79,6 +79,18 @@ def suffix_end(text: str, cursor: int, max_chars: int, max_lines: int = 60) -> i
     return end
 
 
+def window_chars(cfg, welcome) -> tuple[int, int]:
+    """(prefix, suffix) window sizes: the settings `cfg.prefix_max_chars`/`suffix_max_chars`, within the
+    characters the server's model reads (`welcome.context_chars`; no welcome or 0 = unknown: the settings as
+    they are). The suffix keeps at most a quarter, as the server's prompt budget gives it; the prefix the rest.
+    A window the server would cut moves its start with every line typed, and the prefix cache misses each time."""
+    context_chars = welcome.context_chars if welcome is not None else 0
+    if context_chars <= 0:
+        return cfg.prefix_max_chars, cfg.suffix_max_chars
+    suffix = min(cfg.suffix_max_chars, context_chars // 4)
+    return max(1, min(cfg.prefix_max_chars, context_chars - suffix)), suffix
+
+
 def build(text: str, cursor: int, language: str, path: str, *, prefix_max_chars: int, suffix_max_chars: int,
           quantum: int) -> Context:
     cursor = max(0, min(cursor, len(text)))

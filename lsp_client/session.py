@@ -24,7 +24,7 @@ from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
 from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig
-from lsp_client.context import Context, build, first_window_end
+from lsp_client.context import Context, build, first_window_end, window_chars
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
 from lsp_client.places import place_of
@@ -91,7 +91,8 @@ class Session:
         self.outcomes = Outcomes(send=self._telemetry, learn=self.state.learn)
         self.pump = Pump(cfg, clock, channel, self.inflight, self.cache, self.debounce, self.accounting,
                          text_of=self._text_of, on_more=on_more, on_ended=self._request_ended)
-        self.warmups = Warmups(cfg, self.stats, self.docs, self._context, self._launch, self._known)
+        self.warmups = Warmups(cfg, self.stats, self.docs, self._context, self._launch, self._known,
+                               windows=self.windows)
         self.apply_config(cfg)
         self.state.load(cfg.state_dir)
 
@@ -112,7 +113,7 @@ class Session:
         self.docs[uri] = doc = Doc(uri, path, language, text)
         if self.cfg.snippets:
             self.neighbours.touch(uri, path, language, text)
-        self.warmups.opened(doc, first_window_end(text, self.cfg.prefix_max_chars))
+        self.warmups.opened(doc, first_window_end(text, self.windows()[0]))
 
     def on_change(self, uri: str, text: str, edit_offset: int | None = None) -> None:
         """A keystroke (or any edit): cancel the requests the document has moved away from."""
@@ -229,9 +230,13 @@ class Session:
         return None if doc is None else doc.text
 
     def _context(self, doc: Doc, offset: int, text: str | None = None, prefix_max_chars: int | None = None) -> Context:
+        prefix_max, suffix_max = self.windows()
         return build(doc.text if text is None else text, offset, doc.language, doc.path,
-                     prefix_max_chars=prefix_max_chars or self.cfg.prefix_max_chars,
-                     suffix_max_chars=self.cfg.suffix_max_chars, quantum=self.cfg.window_quantum_lines)
+                     prefix_max_chars=prefix_max_chars or prefix_max,
+                     suffix_max_chars=suffix_max, quantum=self.cfg.window_quantum_lines)
+
+    def windows(self) -> tuple[int, int]:   # (prefix, suffix) characters: the settings within the server's context
+        return window_chars(self.cfg, self.channel.welcome)
 
     def _from_cache(self, ask: Ask) -> Suggestion | None | bool:
         """A suggestion from the cache; NOTHING when the cache knows this place has nothing to show (the

@@ -20,11 +20,14 @@ JUMP_LINES = 30     # an edit this many lines from the last cursor is a new plac
 
 class Warmups:
     def __init__(self, cfg: ClientConfig, stats: Stats, docs: dict, context: Callable[..., Context],
-                 launch: Callable, known: Callable[[str, Context], bool]):
+                 launch: Callable, known: Callable[[str, Context], bool],
+                 windows: Callable[[], tuple[int, int]] | None = None):
         self.cfg, self.stats, self.docs = cfg, stats, docs
         self.context = context     # (doc, offset, text=None, prefix_max_chars=None) → Context
         self.launch = launch       # (doc, ctx, priority=, prefill_only=) → Flight | None
         self.known = known         # (uri, ctx) → the cache or a running request already has this place
+        # () → (prefix, suffix) window characters in force (the settings within the server's context)
+        self.windows = windows or (lambda: (cfg.prefix_max_chars, cfg.suffix_max_chars))
 
     def _on(self, language: str) -> bool:
         return self.cfg.warmup and self.cfg.language_enabled(language)
@@ -59,9 +62,10 @@ class Warmups:
         if doc is None or doc.last_cursor is None or not self.cfg.warmup or self.cfg.window_warm_chars <= 0:
             return
         offset, q = min(doc.last_cursor, len(doc.text)), self.cfg.window_quantum_lines
-        soon_max = max(1, self.cfg.prefix_max_chars - self.cfg.window_warm_chars)
+        prefix_max = self.windows()[0]
+        soon_max = max(1, prefix_max - self.cfg.window_warm_chars)
         soon = prefix_start(doc.text, offset, soon_max, q)
-        if soon not in (doc.warmed_start, prefix_start(doc.text, offset, self.cfg.prefix_max_chars, q)):
+        if soon not in (doc.warmed_start, prefix_start(doc.text, offset, prefix_max, q)):
             doc.warmed_start = soon
             self.warm(doc, offset, prefix_max_chars=soon_max)
 

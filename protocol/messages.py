@@ -55,9 +55,14 @@ class Welcome:
     server: str = ""
     model: str = ""
     replica: str = ""
-    max_prompt_chars: int = 0
+    max_prompt_chars: int = 0    # a longer prefix + suffix + snippets is refused (prompt_too_long)
     max_tokens: int = 0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    # the served model's prompt budget (its trained context less room for the completion) and the characters of
+    # prefix + suffix that fill it: the server cuts a longer prompt, so a client sends windows of at most this
+    # size (0: unknown, the client keeps its own)
+    max_prompt_tokens: int = 0
+    context_chars: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

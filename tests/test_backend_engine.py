@@ -309,3 +309,26 @@ async def test_a_cursor_after_a_space_is_healed_the_model_writes_the_space_with_
         assert healed.strip() and healed[:4] == plain[1:5], (plain, healed)
         assert healed_done["timing"]["prompt_tokens"] == plain_done["timing"]["prompt_tokens"]
     await c.close()
+
+
+async def test_no_prompt_outgrows_the_context_the_model_was_trained_on(backend):
+    """models/target learnt 512-token windows (its quickcode_train.json): the engine serves a 512-token context,
+    the welcome tells the client the prompt budget, and a long prompt is cut to it — with room for a completion
+    longer than the reserve, which the engine ends at the context's end (finish "length", no error)."""
+    from backend.model_info import model_info
+    from backend.settings import Settings
+
+    trained = model_info(Settings().model).trained_context_tokens
+    assert trained == 512
+    c = await Client.open(backend.ws_url)
+    budget = c.welcome["max_prompt_tokens"]
+    assert 0 < budget <= trained - Settings().reserve_output_tokens
+    assert 0 < c.welcome["context_chars"] < 4 * budget
+    await c.complete("long", code(20_000, 3000), max_tokens=256, temperature=1.0)
+    done = await c.terminal("long")
+    assert done["kind"] == "done", done
+    t = done["timing"]
+    assert budget - 40 <= t["prompt_tokens"] <= budget      # cut at a line start, close to the budget
+    assert t["prompt_tokens"] + t["output_tokens"] <= trained
+    assert done["finish_reason"] in ("stop", "length")
+    await c.close()

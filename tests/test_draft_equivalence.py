@@ -14,7 +14,6 @@ draft tokens the target would not pick) diverges where the target is sure, and f
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -57,6 +56,7 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
 
     from backend.fim import Healed, build_prompt, heal
     from backend.fim_templates import FimTemplate
+    from backend.model_info import prompt_budget_tokens, served_max_model_len
     from backend.settings import Settings
     from draft_model.vllm_runner import run_subprocesses
     from draft_model.evaluate import fim_cases
@@ -75,8 +75,7 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
     # the same prompts as the service builds them (backend/service.py: budget, template, tokenizer)
     tok = Tokenizer.from_file(str(s.target_path / "tokenizer.json"))
     template = FimTemplate.load(s.target_path, tok, s.fim_order)
-    max_model_len = s.max_model_len or json.loads((s.target_path / "config.json").read_text())["max_position_embeddings"]
-    budget = min(s.max_prompt_tokens, max_model_len - MAX_TOKENS - 1)
+    budget = prompt_budget_tokens(s.max_prompt_tokens, served_max_model_len(s), s.reserve_output_tokens)
     heals = [heal(c["prefix"]) if s.heal_space else (c["prefix"], "") for c in cases]   # a trailing space is healed
     prompts = [build_prompt(tok, template, p, c["suffix"], budget, fim_policy=s.fim_policy)
                for (p, _), c in zip(heals, cases)]

@@ -40,6 +40,7 @@ def suffix_head(suffix: str) -> str:
 
 class FakeChannel:
     connected = True
+    welcome = None
 
     def __init__(self, rng: random.Random):
         self.rng = rng
