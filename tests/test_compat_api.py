@@ -220,3 +220,38 @@ def test_auth_applies_to_every_compat_endpoint(fake_backend):
         assert r.status_code == 200 and r.json()["done"]
     client = ollama.Client(host=b.http_url, headers={"Authorization": "Bearer qc_alice"})
     assert client.generate(model=MODEL, prompt="def f():", options={"num_predict": 2}).done
+
+
+def test_a_byo_qwen_folder_gets_its_preset_through_every_endpoint(tmp_path):
+    """A model folder with Qwen2.5's real vocabulary and no quickcode_fim.json (the fake engine reads only its
+    config and tokenizer; vLLM serves the same folder with weights in tests/test_byo_model.py): WebSocket,
+    OpenAI, Ollama and llama.cpp requests all reach the engine as Qwen2.5-Coder's FIM prompt."""
+    import json
+
+    from tests import vocab
+
+    folder = tmp_path / "qwen"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text(vocab.qwen25_tokenizer_json())
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    s = Settings(spec_method="off", model=folder, fim_policy="always", heal_space=False, shutdown_drain_s=0.5)
+    ref = vocab.qwen_reference()
+    want = [151659, *ref.encode(PREFIX, allowed_special=set()), 151661, *ref.encode(SUFFIX, allowed_special=set()),
+            151660]
+    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b:
+        assert b.engine.template.name == "qwen2.5-coder"
+        texts = [ws_text(b, PREFIX, SUFFIX, 4)]
+        with openai.OpenAI(base_url=f"{b.http_url}/v1", api_key="x", max_retries=0) as c:
+            texts.append(c.completions.create(model="m", prompt=PREFIX, suffix=SUFFIX, max_tokens=4).choices[0].text)
+            texts.append(c.completions.create(model="m", max_tokens=4, stop=["<|fim_pad|>", "<|file_sep|>"],
+                                              prompt=f"<|fim_prefix|>{PREFIX}<|fim_suffix|>{SUFFIX}<|fim_middle|>"
+                                              ).choices[0].text)
+        texts.append(ollama.Client(host=b.http_url).generate(model="m", prompt=PREFIX, suffix=SUFFIX,
+                                                             options={"num_predict": 4}).response)
+        lines, cur = PREFIX.rsplit("\n", 1)
+        with httpx.Client(timeout=30) as http:
+            texts.append(http.post(f"{b.http_url}/infill", json={"input_prefix": lines + "\n", "prompt": cur,
+                                                                  "input_suffix": SUFFIX, "n_predict": 4}).json()["content"])
+        prompts = [r.prompt_ids for r in b.engine.requests.values()]
+    assert prompts == [want] * 5
+    assert len(set(texts)) == 1 and texts[0]

