@@ -94,3 +94,13 @@ def test_no_module_is_over_350_lines(package):
     """A module is read in one sitting (issue 18): none of the service's packages holds one over 350 lines."""
     long = {p.name: n for p in sorted((REPO / package).glob("*.py")) if (n := len(p.read_text().splitlines())) > 350}
     assert long == {}
+
+
+def test_the_wheel_and_both_sides_of_the_wire_report_one_version():
+    import tomllib
+
+    import protocol
+    import quickcode
+
+    wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert wheel == protocol.__version__ == quickcode.__version__
