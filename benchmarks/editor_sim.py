@@ -290,9 +290,11 @@ class SimEditor:
                     seen = shown
                     if target[at:].startswith(shown["text"]) and rng.random() < model.accept_prob:
                         await asyncio.sleep(model.react_ms / model.speed / 1000)
-                        if shown is not None and shown["version"] == self.version:
+                        # Tab takes the ghost text shown now: it may have grown or changed while being read
+                        if (shown is not None and shown["version"] == self.version
+                                and target[at:].startswith(shown["text"])):
                             accepted_text = await accept()
-                        break
+                            break
             if accepted_text is not None:
                 at += len(accepted_text)
                 last_key_ms = self.now_ms()

@@ -128,6 +128,7 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
     g = (lambda k: stats.get(k, 0))
     return {"keystrokes": res.keystrokes, "shown": res.shown, "accepted": res.accepted,
             "accepted_chars": res.accepted_chars, "segment_chars": res.segment_chars, "target": target,
+            "typed_as_is": res.final_text == before + target,      # the session wrote exactly the segment
             "pause_to_ghost_ms": res.pause_to_ghost_ms, "pauses": res.pauses,
             "asks": res.asks, "shows": res.shows, "accepts": res.accepts, "waits": res.waits, "engine": engine,
             "backend_requests": g("backend_requests"), "served_cache": g("served_cache"),
