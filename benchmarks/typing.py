@@ -180,6 +180,7 @@ def run(args: argparse.Namespace) -> dict:
     segs = _segments(_files(args), args.sessions, args.chars, args.seed)
     todo = [i for i in range(len(segs)) if any((i, a) not in rows for a in arms)]
     t_start = time.monotonic()
+    args.started_s = time.time()
     backend, url = None, args.url
     if todo and url is None:
         backend = start_backend(Path("artifacts/logs/bench-typing-backend.log").resolve())
@@ -232,6 +233,7 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
     bases = [a for a in arms if a in ("naive", "honest")]
     rep = Report("typing", "Typing benchmark: accepted text first, then what it costs",
                  out=getattr(args, "out", None))
+    rep.started = getattr(args, "started_s", rep.started)
     files = sorted({r["file"] for r in by_arm["ours"]})
     rep.add(f"{len(sessions)} segments of {args.chars} characters typed by each arm (typing speed ×{args.speed}, "
             f"seed {args.seed}; files {', '.join(files)}, held out of the models' training); client code "
