@@ -28,6 +28,8 @@ class Stats:
     empty_from_cache: int = 0        # the cache knew the answer here is nothing: no request made
     skipped_predictor: int = 0
     superseded_waits: int = 0
+    rebased: int = 0                 # answers the user typed into while they were written: their rest, further on
+    stale_dropped: int = 0           # answers the document moved away from before they were sent: answered empty
     backend_requests: int = 0
     cancelled: int = 0
     stopped_early: int = 0

@@ -15,8 +15,8 @@ def accept_command(s) -> T.Command:
                      arguments=[{"id": s.id, "chars": len(s.text)}])
 
 
-def inline_list(s, position: T.Position) -> T.InlineCompletionList:
-    """`s` (a session.Suggestion, or None: nothing to show) inserted at `position`."""
+def inline_list(s, position: T.Position | None) -> T.InlineCompletionList:
+    """`s` (a session.Suggestion, or None: nothing to show) inserted at `position` (where `s.offset` is now)."""
     if s is None:
         return T.InlineCompletionList(items=[])
     return T.InlineCompletionList(items=[T.InlineCompletionItem(

@@ -8,6 +8,7 @@ import os
 import sys
 
 from lsp_client.config import ClientConfig
+from lsp_client import stdio
 from lsp_client.server import build_server
 
 
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     elif env_endpoints:
         cfg.endpoints = [e.strip() for e in env_endpoints.split(",") if e.strip()]
     cfg.token = args.token or os.environ.get("QUICKCODE_TOKEN", "")
-    build_server(cfg).start_io()
+    stdio.serve(build_server(cfg))
     return 0
 
 

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from lsprotocol import types as T
+from lru import LRU
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 from pygls.workspace.text_document import ServerTextPosition
 
-from lsp_client import answer
+from lsp_client import answer, fresh
 from lsp_client.channel import Channel
 from lsp_client.config import ClientConfig
 from lsp_client.report import latency_report
 from lsp_client.session import Session
+from lsp_client.stdio import PipeReader, caught_up
 from protocol import __version__
 
 log = logging.getLogger("quickcode.lsp")
@@ -25,15 +29,51 @@ log = logging.getLogger("quickcode.lsp")
 ACCEPT_COMMAND = answer.ACCEPT_COMMAND
 STATUS_NOTIFICATION = "$/quickcode/status"
 MORE_NOTIFICATION = "$/quickcode/moreText"   # text shown early at {textDocument, position} is complete: ask again
+ASKS = (T.TEXT_DOCUMENT_INLINE_COMPLETION, T.TEXT_DOCUMENT_COMPLETION)
+
+
+class _Protocol(LanguageServerProtocol):
+    """Notes where a completion request's cursor was in the document as the request was read: its handler runs
+    later, and edits read meanwhile must not move the document under the request's position."""
+
+    def handle_message(self, message):
+        if getattr(message, "method", None) in ASKS and getattr(message, "id", None) is not None:
+            self._server.note_arrival(message.id, getattr(message, "params", None))
+        super().handle_message(message)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    text: str            # the document as the request was read
+    offset: int          # the request's position in it
 
 
 class QuickcodeServer(LanguageServer):
     def __init__(self, cfg: ClientConfig):
-        super().__init__("quickcode", __version__)
+        super().__init__("quickcode", __version__, protocol_cls=_Protocol)
         self.cfg = cfg
         self.channel: Channel | None = None
         self.session: Session | None = None
         self.client_name = "unknown"
+        self.input: PipeReader | None = None     # stdio.serve's reader (None: not known what is pending)
+        self.arrivals: LRU = LRU(256)           # request id → Arrival
+
+    def note_arrival(self, msg_id, params) -> None:
+        try:
+            uri = params.text_document.uri
+            if uri in self.workspace.text_documents:
+                doc = self.workspace.get_text_document(uri)
+                self.arrivals[msg_id] = Arrival(doc.source, doc.offset_at_position(params.position))
+        except Exception:  # a malformed request: its handler answers it
+            log.debug("request %s: no arrival noted", msg_id, exc_info=True)
+
+    def position_at(self, uri: str, offset: int) -> T.Position:
+        """The editor's position (in its position encoding) of `offset` in the document now."""
+        doc = self.workspace.get_text_document(uri)
+        text = doc.source        # (pygls' client_position_at_offset is one line off at the end of a file)
+        line = text.count("\n", 0, offset)
+        pos = doc.position_to_client_units(ServerTextPosition(line, offset - (text.rfind("\n", 0, offset) + 1)))
+        return T.Position(line=pos.line, character=pos.character)
 
     def start_backend(self) -> None:
         if self.channel is not None:
@@ -52,10 +92,7 @@ class QuickcodeServer(LanguageServer):
         """The suggestion shown at `offset` was its settled part; the rest is in now: the editor re-asks
         there (our VS Code and Neovim integrations do; other editors ask again on the next keystroke)."""
         try:
-            doc = self.workspace.get_text_document(uri)
-            text = doc.source        # (pygls' client_position_at_offset is one line off at the end of a file)
-            line = text.count("\n", 0, offset)
-            pos = doc.position_to_client_units(ServerTextPosition(line, offset - (text.rfind("\n", 0, offset) + 1)))
+            pos = self.position_at(uri, offset)
             self.protocol.notify(MORE_NOTIFICATION, {"textDocument": {"uri": uri},
                                                      "position": {"line": pos.line, "character": pos.character}})
         except Exception:  # the document closed meanwhile, or no client attached
@@ -125,11 +162,22 @@ def did_close(ls: QuickcodeServer, params: T.DidCloseTextDocumentParams):
 
 
 async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit: bool):
+    """The suggestion for the request's position, as it applies to the document when the answer is sent
+    (fresh.py): asked at the cursor the user typed on to since the request was read, and checked again once the
+    edits the editor already sent are read. None: nothing to show."""
     if ls.session is None or uri not in ls.session.docs:
         return None
-    doc = ls.workspace.get_text_document(uri)
     try:
-        return await ls.session.complete(uri, doc.offset_at_position(position), explicit=explicit)
+        at = ls.arrivals.pop(ls.protocol.msg_id, None)
+        if at is None:
+            doc = ls.workspace.get_text_document(uri)
+            at = Arrival(doc.source, doc.offset_at_position(position))
+        offset = fresh.moved_cursor(at.text, at.offset, ls.session.docs[uri].text)
+        s = None if offset is None else await ls.session.complete(uri, offset, explicit=explicit)
+        if s is not None:
+            await caught_up(ls.input)
+            s = ls.session.settle(uri, s)
+        return s
     except asyncio.CancelledError:
         raise  # $/cancelRequest: pygls answers -32800 (RequestCancelled), which editors expect
     except Exception:
@@ -140,7 +188,7 @@ async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit:
 async def inline_completion(ls: QuickcodeServer, params: T.InlineCompletionParams):
     explicit = params.context is not None and params.context.trigger_kind == T.InlineCompletionTriggerKind.Invoked
     s = await suggest(ls, params.text_document.uri, params.position, explicit)
-    return answer.inline_list(s, params.position)
+    return answer.inline_list(s, None if s is None else ls.position_at(params.text_document.uri, s.offset))
 
 
 async def completion(ls: QuickcodeServer, params: T.CompletionParams):
@@ -148,11 +196,8 @@ async def completion(ls: QuickcodeServer, params: T.CompletionParams):
     s = await suggest(ls, params.text_document.uri, params.position, explicit=True)
     if s is None:
         return answer.completion_list(None, params.position, "", False)
-    doc = ls.workspace.get_text_document(params.text_document.uri)
-    line = doc.lines[params.position.line] if params.position.line < len(doc.lines) else ""
-    before = line[: doc.offset_at_position(params.position) - doc.offset_at_position(
-        T.Position(line=params.position.line, character=0))]
-    return answer.completion_list(s, params.position, before, _snippet_support(ls))
+    before = s.on_text[s.on_text.rfind("\n", 0, s.offset) + 1:s.offset]
+    return answer.completion_list(s, ls.position_at(params.text_document.uri, s.offset), before, _snippet_support(ls))
 
 
 def accepted(ls: QuickcodeServer, *args):

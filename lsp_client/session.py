@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import dataclass
+from dataclasses import replace
 
-from lsp_client import postprocess
+from lsp_client import fresh, postprocess
 from lsp_client.accounting import Accounting
 from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
@@ -26,9 +26,9 @@ from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig
 from lsp_client.context import Context, build, first_window_end, window_chars
 from lsp_client.debounce import AdaptiveDebounce
+from lsp_client.documents import Ask, Doc, Suggestion
 from lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
 from lsp_client.places import place_of
-from lsp_client.postprocess import Shape
 from lsp_client.predictor import AcceptancePredictor, features
 from lsp_client.pump import Pump
 from lsp_client.snippets import NeighbourFiles
@@ -38,42 +38,6 @@ from lsp_client.warmup import Warmups
 from protocol import Complete, Priority, Snippet
 
 NOTHING = False         # _from_cache: "known: nothing to show here" (distinct from None, a miss)
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    text: str            # insert at the cursor
-    id: str              # names it in telemetry (accept / partial accept / dismiss)
-    source: str          # "cache" | "inflight" | "network"
-    latency_ms: float
-
-
-@dataclass
-class Doc:
-    uri: str
-    path: str
-    language: str
-    text: str = ""
-    generation: int = 0              # bumped by every editor request: an older waiting request gives up
-    last_cursor: int | None = None
-    warmed_start: int | None = None  # the next prefix window's start, once prefilled ahead of its move
-
-
-@dataclass
-class Ask:
-    """One editor request while it is being decided: where, on which text, since when."""
-    doc: Doc
-    offset: int
-    ctx: Context
-    shape: Shape
-    t0: float
-    generation: int
-    snapshot: str        # the document text it was asked on (compared by identity: any edit moves on)
-
-    def superseded(self, docs: dict) -> bool:
-        """A newer keystroke or request for this document took over."""
-        return self.doc.generation != self.generation or self.doc.text is not self.snapshot \
-            or docs.get(self.doc.uri) is not self.doc
 
 
 class Session:
@@ -207,22 +171,36 @@ class Session:
         return wait_ms
 
     def _answer(self, ask: Ask, flight: Flight, text: str, typed: int, final: bool, launched: bool) -> Suggestion | None:
-        if not text or ask.doc.text is not ask.snapshot or self.docs.get(ask.doc.uri) is not ask.doc:
+        moved = fresh.rebase(ask.snapshot, ask.offset, text, ask.doc.text) if text else None
+        if moved is None or self.docs.get(ask.doc.uri) is not ask.doc:
             self.stats.empty += 1
             self.pump.release(flight)
-            return None                      # nothing to show, or the document changed while we waited
-        if launched:
-            self.stats.served_network += 1
-        else:
-            self.stats.served_inflight += 1
+            return None                      # nothing to show, or the document moved away while we waited
+        self.stats.served_network += launched
+        self.stats.served_inflight += not launched
+        self.stats.rebased += moved[1] != ask.offset    # typed into it while it was written: its rest, further on
         self.accounting.mark_shown(flight.rid)
-        if not final:
+        if not final and moved[1] == ask.offset:
             flight.grow = Grow(ask.offset, ask.snapshot, typed, ask.shape, text)   # tell the editor once the rest is in
-        elif self.cfg.cache:
+        elif final and self.cfg.cache:
             self.cache.put(ask.ctx.prefix, ask.ctx.suffix_head, text, flight.rid)   # typing through it: served from here
         self.pump.release(flight)
-        return self._show(ask, text, flight.rid if typed == 0 else f"{flight.rid}+{typed}",
-                          "network" if launched else "inflight")
+        typed += moved[1] - ask.offset
+        return self._show(ask, moved[0], flight.rid if typed == 0 else f"{flight.rid}+{typed}",
+                          "network" if launched else "inflight", moved[1])
+
+    def settle(self, uri: str, s: Suggestion) -> Suggestion | None:
+        """`s` as it applies to the document now, as the answer is sent (fresh.py): unchanged, its rest at the
+        cursor the user typed on to, or None (the document moved away from it, or it was typed to its end)."""
+        doc = self.docs.get(uri)
+        if doc is not None and doc.text is s.on_text:
+            return s
+        moved = None if doc is None else fresh.rebase(s.on_text, s.offset, s.text, doc.text)
+        if moved is None:
+            self.stats.stale_dropped += 1
+            return None
+        self.stats.rebased += 1
+        return replace(s, text=moved[0], offset=moved[1], on_text=doc.text)
 
     # ── pieces
     def _text_of(self, uri: str) -> str | None:
@@ -283,10 +261,12 @@ class Session:
         return features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
                         ctx.line_suffix, doc.language)
 
-    def _show(self, ask: Ask, text: str, sid: str, source: str) -> Suggestion:
-        self.outcomes.on_shown(Shown(sid, ask.doc.uri, ask.ctx.prefix, text, ask.doc.language,
+    def _show(self, ask: Ask, text: str, sid: str, source: str, offset: int | None = None) -> Suggestion:
+        offset = ask.offset if offset is None else offset
+        prefix = ask.ctx.prefix + ask.doc.text[ask.offset:offset]     # what was typed on since it was asked
+        self.outcomes.on_shown(Shown(sid, ask.doc.uri, prefix, text, ask.doc.language,
                                      self._features(ask.doc, ask.ctx, ask.t0), self.clock.now()))
-        return Suggestion(text, sid, source, (self.clock.now() - ask.t0) * 1000)
+        return Suggestion(text, sid, source, (self.clock.now() - ask.t0) * 1000, offset, ask.doc.text)
 
     def _snippets(self, doc: Doc, ctx: Context) -> list[Snippet]:
         if not self.cfg.snippets:

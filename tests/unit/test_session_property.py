@@ -143,17 +143,20 @@ class Session:
         if s is None:
             return
         # invariant 1, checked at the moment of return (the server sees text, not the cursor: an editor
-        # whose cursor moved cancels the request, see "move")
-        assert self.text == text
+        # whose cursor moved cancels the request, see "move"): the suggestion applies to the document as it is
+        # now — at the cursor asked, or further on by what was typed there since (never stale)
+        assert s.on_text == self.text
+        assert s.offset == cursor or (s.offset > cursor and self.text[:cursor] == text[:cursor]
+                                      and self.text[s.offset:] == text[cursor:])
         rid = s.id.split("+")[0]
         msg = self.chan.msgs[rid]
-        window = build(self.text, cursor, "python", "/t.py", prefix_max_chars=self.cfg.prefix_max_chars,
+        window = build(self.text, s.offset, "python", "/t.py", prefix_max_chars=self.cfg.prefix_max_chars,
                        suffix_max_chars=self.cfg.suffix_max_chars, quantum=self.cfg.window_quantum_lines).prefix
         assert window.startswith(msg.prefix), (window, msg.prefix)
         typed = window[len(msg.prefix):]
         assert self.chan.planned[rid].startswith(typed + s.text), (typed, s.text, self.chan.planned[rid])
         self.shown += 1
-        self.last = (s, cursor, text)
+        self.last = (s, s.offset, self.text)
 
     def check_running(self) -> None:
         tracked = {f.rid: f for f in self.c.inflight.all()}
