@@ -6,8 +6,9 @@ starts as it did (suffix head). The served text is the rest of the completion.
 
 An entry stores the whole streamed completion, not only the part shown: after the user accepts the first
 line and presses Enter, the lines after it are served from here ("hot streak"). Keys are the text around
-the cursor (the last KEY_CHARS of the prefix + the suffix head), one per position inside the completion,
-in an LRU (lru-dict); every hit is verified against the full prefix, so a key collision can only miss.
+the cursor (the last KEY_CHARS of the prefix + the first KEY_CHARS of the suffix head: bounded on any line
+length), one per position inside the completion, in an LRU (lru-dict); every hit is verified against the full
+prefix and suffix head, so a key collision can only miss.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ class CompletionCache:
 
     @staticmethod
     def _key(prefix_tail: str, suffix_head: str) -> str:
-        return prefix_tail[-KEY_CHARS:] + "\x00" + suffix_head
+        return prefix_tail[-KEY_CHARS:] + "\x00" + suffix_head[:KEY_CHARS]
 
     def put(self, prefix: str, suffix_head: str, completion: str, source: str = "") -> None:
         if not completion:

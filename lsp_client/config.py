@@ -75,13 +75,33 @@ class ClientConfig:
                 continue
             current = getattr(self, name)
             try:
-                setattr(self, name, _coerce(value, current))
-            except (TypeError, ValueError):
-                log.warning("setting %s=%r has the wrong type; keeping %r", key, value, current)
+                setattr(self, name, _in_range(name, _coerce(value, current)))
+            except (TypeError, ValueError, OverflowError):
+                log.warning("setting %s=%r has the wrong type or is out of range; keeping %r", key, value, current)
                 ignored.append(key)
         if ignored:
             log.info("unknown or invalid settings ignored: %s", ", ".join(ignored))
         return ignored
+
+
+# what a number setting may be (inclusive); outside, the setting is refused and the old value kept
+RANGES = {
+    "probe_interval_s": (0.1, 86_400), "max_tokens": (1, 4096), "multiline_max_lines": (1, 1000),
+    "hot_streak_lines": (0, 1000), "deadline_ms": (0, 600_000), "block_patience_ms": (0, 600_000),
+    "line_patience_ms": (0, 600_000), "debounce_ms": (0, 60_000), "debounce_min_ms": (0, 60_000),
+    "debounce_max_ms": (0, 60_000), "pause_min_chance": (0, 1), "prefix_max_chars": (1, 1_000_000),
+    "suffix_max_chars": (0, 1_000_000), "window_quantum_lines": (1, 10_000), "window_warm_chars": (0, 1_000_000),
+    "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
+    "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
+    "predictor_exploration": (0, 1),
+}
+
+
+def _in_range(name: str, value):
+    lo, hi = RANGES.get(name, (None, None))
+    if lo is not None and not lo <= value <= hi:      # (NaN is in no range)
+        raise ValueError(f"{name} must be within {lo}..{hi}")
+    return value
 
 
 def _snake(key: str) -> str:
@@ -104,8 +124,8 @@ def _coerce(value, current):
     if isinstance(current, list):
         if isinstance(value, str):
             return [value]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise TypeError("list of strings expected")
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise TypeError("a non-empty list of strings expected")
         return list(value)
     if isinstance(current, dict):
         if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):

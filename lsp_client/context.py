@@ -1,23 +1,30 @@
 """Document + cursor offset → the prefix/suffix windows sent to the backend.
 
 Windows are cut at line boundaries and move in steps of `quantum` lines, so from one keystroke to the next
-the prompt only grows at the cursor: the backend's prefix cache keeps hitting. Offsets here are Python
-string indices; the LSP position (UTF-16 by default) is converted by the caller (pygls' position codec).
+the prompt only grows at the cursor: the backend's prefix cache keeps hitting. A line longer than a window
+(minified code, data) is cut inside it: the prefix starts at a multiple of `LONG_LINE_STEP` characters into
+its line (again stable while typing), the suffix ends `suffix_max_chars` after the cursor — so every window,
+and everything built from it (line parts, cache keys, prompts), is bounded on any line length. Offsets here
+are Python string indices; the LSP position (UTF-16 by default) is converted by the caller (pygls' codec).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 
+LONG_LINE_STEP = 256   # a prefix window inside a long line starts at a multiple of this into the line
+
+
 @dataclass(frozen=True)
 class Context:
-    prefix: str          # window text before the cursor (starts at a line start)
-    suffix: str          # window text after the cursor (ends at a line end)
-    line_prefix: str     # the cursor line, before the cursor
-    line_suffix: str     # the cursor line, after the cursor
+    prefix: str          # window text before the cursor (starts at a line start, unless its line is too long)
+    suffix: str          # window text after the cursor (ends at a line end, unless its line is too long)
+    line_prefix: str     # the cursor line before the cursor, within the window
+    line_suffix: str     # the cursor line after the cursor, within the window
     language: str
     path: str
     prefix_start: int = 0   # document offset where `prefix` begins (the cursor is at prefix_start + len(prefix))
+    suffix_cut: bool = False    # the suffix window ends inside a line (its line is longer than the window)
 
     @property
     def suffix_head(self) -> str:
@@ -27,6 +34,11 @@ class Context:
             return self.suffix
         second = self.suffix.find("\n", first + 1)
         return self.suffix if second < 0 else self.suffix[:second]
+
+    @property
+    def head_cut(self) -> bool:
+        """The suffix head ends where the window cut a long line, not at a line end."""
+        return self.suffix_cut and self.suffix_head == self.suffix
 
 
 def _line_start(text: str, offset: int) -> int:
@@ -94,10 +106,30 @@ def window_chars(cfg, welcome) -> tuple[int, int]:
 def build(text: str, cursor: int, language: str, path: str, *, prefix_max_chars: int, suffix_max_chars: int,
           quantum: int) -> Context:
     cursor = max(0, min(cursor, len(text)))
-    p0 = prefix_start(text, cursor, prefix_max_chars, quantum)
-    s1 = suffix_end(text, cursor, suffix_max_chars)
-    ls = _line_start(text, cursor)
-    le = text.find("\n", cursor)
-    le = len(text) if le < 0 else le
+    prefix_max_chars, suffix_max_chars = max(1, prefix_max_chars), max(0, suffix_max_chars)
+    p0 = prefix_start(text, cursor, prefix_max_chars, max(1, quantum))
+    if cursor - p0 > prefix_max_chars:          # the cursor line alone is longer than the window: cut inside it
+        step = min(LONG_LINE_STEP, prefix_max_chars)
+        p0 += ((cursor - prefix_max_chars - p0) // step + 1) * step
+    natural = suffix_end(text, cursor, suffix_max_chars)
+    s1 = min(natural, cursor + suffix_max_chars)
+    ls = max(_line_start(text, cursor), p0)
+    le = text.find("\n", cursor, s1)
+    le = s1 if le < 0 else le
     return Context(prefix=text[p0:cursor], suffix=text[cursor:s1], line_prefix=text[ls:cursor],
-                   line_suffix=text[cursor:le], language=language, path=path, prefix_start=p0)
+                   line_suffix=text[cursor:le], language=language, path=path, prefix_start=p0, suffix_cut=s1 < natural)
+
+
+def within_budget(prefix: str, suffix: str, snippets: list, max_chars: int) -> tuple[str, str, list]:
+    """The prompt's parts cut to `max_chars` characters in all (the backend's `max_prompt_chars`, counted as it
+    counts: prefix + suffix + each snippet's text and path; 0 = no limit): snippets go first (the last, least
+    similar, before the others), then the suffix's tail beyond a quarter of the budget, then the prefix's head."""
+    if max_chars <= 0:
+        return prefix, suffix, snippets
+    snippets = list(snippets)
+    while snippets and len(prefix) + len(suffix) + sum(len(s.text) + len(s.path) for s in snippets) > max_chars:
+        snippets.pop()
+    if len(prefix) + len(suffix) > max_chars:
+        suffix = suffix[:max(max_chars // 4, max_chars - len(prefix))]
+        prefix = prefix[max(0, len(prefix) + len(suffix) - max_chars):]
+    return prefix, suffix, snippets

@@ -60,6 +60,7 @@ class Flight:
     started_s: float = 0.0
     listeners: int = 0       # editor requests currently waiting on it
     start: int = 0           # document offset of `prefix`
+    head_cut: bool = False   # `suffix_head` ends where the window cut a long line (context.Context.head_cut)
     shape: Shape | None = None
     prefill_only: bool = False
     cached: bool = False     # its streamed text went to the cache (once)
@@ -140,24 +141,27 @@ def still_fits(f: Flight, text: str) -> bool:
     common = 0
     while common < len(streamed) and at + common < len(text) and text[at + common] == streamed[common]:
         common += 1
-    if any(_same_head(text, at + m, head) for m in range(common + 1)):
+    if any(_same_head(text, at + m, head, f.head_cut) for m in range(common + 1)):
         return True                  # typed = streamed[:m]: the user is typing what was generated
     if not f.finished and common == len(streamed):
         if not head:
             return True              # typed past what has arrived so far, at the end of the document
         p = text.find(head, at + common)
         while p >= 0:                # ... or typed past it, and the same text still follows the cursor
-            if _same_head(text, p, head):
+            if _same_head(text, p, head, f.head_cut):
                 return True
             p = text.find(head, p + 1)
     return False
 
 
-def _same_head(text: str, cursor: int, head: str) -> bool:
+def _same_head(text: str, cursor: int, head: str, cut: bool = False) -> bool:
     """Would `Context.suffix_head` (the rest of the cursor line and the next) be `head` with the cursor at
-    `cursor`? A head that ends at the cursor line's end also matches (the suffix window stopped there)."""
+    `cursor`? A head that ends at the cursor line's end also matches (the suffix window stopped there), and so
+    does any text that starts with a head the window cut inside a long line (`cut`)."""
     if not text.startswith(head, cursor):
         return False
+    if cut:
+        return True
     first = text.find("\n", cursor)
     if first < 0:
         return cursor + len(head) == len(text)

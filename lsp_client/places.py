@@ -38,7 +38,8 @@ CHAR_CLASSES = ("alpha", "digit", "space", "open", "close", "operator", "quote",
 _SINGLE = {"(": Place.OPEN, "[": Place.OPEN, "{": Place.OPEN, ")": Place.CLOSE, "]": Place.CLOSE,
            "}": Place.CLOSE, ".": Place.DOT, ":": Place.COLON, ",": Place.COMMA, "=": Place.EQUALS,
            "'": Place.QUOTE, '"': Place.QUOTE, "`": Place.QUOTE}
-_WORD_THEN_SPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s$")
+_WORD_THEN_SPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s\Z")
+_TAIL_CHARS = 80    # how far back a word before the space is looked for (bounded work on any line length)
 
 
 def place_of(line_prefix: str) -> Place:
@@ -49,7 +50,7 @@ def place_of(line_prefix: str) -> Place:
     if ch in _SINGLE:
         return _SINGLE[ch]
     if ch.isspace():
-        return Place.SPACE_AFTER_WORD if _WORD_THEN_SPACE.search(line_prefix) else Place.SPACE
+        return Place.SPACE_AFTER_WORD if _WORD_THEN_SPACE.search(line_prefix[-_TAIL_CHARS:]) else Place.SPACE
     if line_prefix.endswith(("->", "=>")):
         return Place.ARROW
     if ch.isalpha() or ch == "_":

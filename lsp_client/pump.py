@@ -47,7 +47,8 @@ class Pump:
             return None
         self.acc.stats.backend_requests += 1
         flight = Flight(msg.id, uri, ctx.prefix, ctx.suffix_head, prefetch=msg.priority is Priority.PREFETCH,
-                        started_s=self.clock.now(), start=ctx.prefix_start, prefill_only=msg.prefill_only, shape=shape)
+                        started_s=self.clock.now(), start=ctx.prefix_start, prefill_only=msg.prefill_only, shape=shape,
+                        head_cut=ctx.head_cut)
         if not msg.prefill_only:
             for old in self.inflight.add(flight):
                 self.cancel(old, End.SUPERSEDED)

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 
 from lsprotocol import types as T
 from lru import LRU
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
 from pygls.workspace.text_document import ServerTextPosition
 
 from lsp_client import answer, fresh
@@ -21,7 +19,7 @@ from lsp_client.channel import Channel
 from lsp_client.config import ClientConfig
 from lsp_client.report import latency_report
 from lsp_client.session import Session
-from lsp_client.stdio import PipeReader, caught_up
+from lsp_client.stdio import Arrival, ArrivalNoting, PipeReader, caught_up
 from protocol import __version__
 
 log = logging.getLogger("quickcode.lsp")
@@ -29,34 +27,22 @@ log = logging.getLogger("quickcode.lsp")
 ACCEPT_COMMAND = answer.ACCEPT_COMMAND
 STATUS_NOTIFICATION = "$/quickcode/status"
 MORE_NOTIFICATION = "$/quickcode/moreText"   # text shown early at {textDocument, position} is complete: ask again
-ASKS = (T.TEXT_DOCUMENT_INLINE_COMPLETION, T.TEXT_DOCUMENT_COMPLETION)
-
-
-class _Protocol(LanguageServerProtocol):
-    """Notes where a completion request's cursor was in the document as the request was read: its handler runs
-    later, and edits read meanwhile must not move the document under the request's position."""
-
-    def handle_message(self, message):
-        if getattr(message, "method", None) in ASKS and getattr(message, "id", None) is not None:
-            self._server.note_arrival(message.id, getattr(message, "params", None))
-        super().handle_message(message)
-
-
-@dataclass(frozen=True)
-class Arrival:
-    text: str            # the document as the request was read
-    offset: int          # the request's position in it
 
 
 class QuickcodeServer(LanguageServer):
     def __init__(self, cfg: ClientConfig):
-        super().__init__("quickcode", __version__, protocol_cls=_Protocol)
+        super().__init__("quickcode", __version__, protocol_cls=ArrivalNoting)
         self.cfg = cfg
         self.channel: Channel | None = None
         self.session: Session | None = None
         self.client_name = "unknown"
         self.input: PipeReader | None = None     # stdio.serve's reader (None: not known what is pending)
         self.arrivals: LRU = LRU(256)           # request id → Arrival
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """A failure outside a completion answer (a change to a document that is not open, a message pygls could
+        not handle): logged, never shown to the user as an error — completions go on."""
+        log.warning("%s: %s", getattr(source, "__name__", source), error)
 
     def note_arrival(self, msg_id, params) -> None:
         try:
@@ -145,8 +131,8 @@ def did_open(ls: QuickcodeServer, params: T.DidOpenTextDocumentParams):
 
 
 def did_change(ls: QuickcodeServer, params: T.DidChangeTextDocumentParams):
-    if ls.session is None:
-        return
+    if ls.session is None or params.text_document.uri not in ls.session.docs:
+        return                                # not open (never, or closed): pygls ignored it too
     doc = ls.workspace.get_text_document(params.text_document.uri)
     offset = None
     last = params.content_changes[-1] if params.content_changes else None

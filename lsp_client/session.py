@@ -24,7 +24,7 @@ from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
 from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig
-from lsp_client.context import Context, build, first_window_end, window_chars
+from lsp_client.context import Context, build, first_window_end, window_chars, within_budget
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.documents import Ask, Doc, Suggestion
 from lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
@@ -248,10 +248,13 @@ class Session:
 
     def _launch(self, doc: Doc, ctx: Context, *, priority: Priority = Priority.NORMAL,
                 prefill_only: bool = False) -> Flight | None:
-        rid = self.channel.new_id()
-        msg = Complete(id=rid, prefix=ctx.prefix, suffix=ctx.suffix, language=doc.language, path=doc.path,
-                       max_tokens=1 if prefill_only else self.cfg.max_tokens, priority=priority,
-                       prefill_only=prefill_only, snippets=self._snippets(doc, ctx))
+        welcome = getattr(self.channel, "welcome", None)      # the backend's limits, once connected
+        prefix, suffix, snippets = within_budget(ctx.prefix, ctx.suffix, self._snippets(doc, ctx),
+                                                 welcome.max_prompt_chars if welcome else 0)
+        max_tokens = min(self.cfg.max_tokens, welcome.max_tokens or self.cfg.max_tokens) if welcome else self.cfg.max_tokens
+        msg = Complete(id=self.channel.new_id(), prefix=prefix, suffix=suffix, language=doc.language, path=doc.path,
+                       max_tokens=1 if prefill_only else max(1, max_tokens), priority=priority,
+                       prefill_only=prefill_only, snippets=snippets)
         return self.pump.launch(msg, doc.uri, ctx, postprocess.shape(ctx, self.cfg.multiline_max_lines))
 
     def _request_ended(self, flight: Flight) -> None:

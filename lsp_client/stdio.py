@@ -4,7 +4,9 @@ through a buffer nobody can look into).
 What matters: before an answer goes out, the server can tell whether the editor has already sent more (an
 edit) that it has not read yet (`pending`), and let it be read first (`caught_up`), so the answer is checked
 against the document as the editor has it (fresh.py). On stdin that is not a pipe or socket (a file, a
-terminal) pygls' own reader serves, and nothing is known to be pending.
+terminal) pygls' own reader serves, and nothing is known to be pending. And as each completion request is read,
+where its cursor is in the document then is noted (`ArrivalNoting`): its handler runs later, after edits read
+meanwhile.
 """
 from __future__ import annotations
 
@@ -15,10 +17,14 @@ import select
 import stat
 import sys
 import threading
+from dataclasses import dataclass
 
+from lsprotocol import types as T
 from pygls.io_ import StdoutWriter, run_async
+from pygls.protocol import LanguageServerProtocol
 
 log = logging.getLogger("quickcode.lsp")
+ASKS = (T.TEXT_DOCUMENT_INLINE_COMPLETION, T.TEXT_DOCUMENT_COMPLETION)
 CATCH_UP_STEPS = 200     # event-loop turns an answer waits at most for edits already sent to be read
 
 
@@ -74,6 +80,22 @@ async def caught_up(reader: PipeReader | None) -> None:
         if reader is None or not reader.pending():
             return
         await asyncio.sleep(0)
+
+
+class ArrivalNoting(LanguageServerProtocol):
+    """Notes where a completion request's cursor was in the document as the request was read: its handler runs
+    later, and edits read meanwhile must not move the document under the request's position."""
+
+    def handle_message(self, message):
+        if getattr(message, "method", None) in ASKS and getattr(message, "id", None) is not None:
+            self._server.note_arrival(message.id, getattr(message, "params", None))
+        super().handle_message(message)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    text: str            # the document as the request was read
+    offset: int          # the request's position in it
 
 
 def _is_stream(fd: int) -> bool:

@@ -49,3 +49,13 @@ def test_lru_bounds_memory():
     for i in range(1000):
         c.put(f"v{i} = ", "", "value_of_some_length")
     assert len(c.keys) <= 100
+
+
+def test_keys_stay_small_on_a_long_line():
+    from lsp_client.cache import KEY_CHARS
+    c = CompletionCache()
+    head = "x" * 100_000                       # the rest of a minified line after the cursor
+    c.put("a" * 5000, head, "foo(bar)")
+    assert all(len(k) <= 2 * KEY_CHARS + 1 + len("foo(bar)") for k in c.keys.keys())
+    assert c.get("a" * 5000 + "foo", head).remainder == "(bar)"
+    assert c.get("a" * 5000 + "foo", head[:-1] + "y") is None       # verified against the whole head

@@ -49,3 +49,36 @@ def test_line_parts_and_suffix_head():
 def test_small_documents_are_whole():
     c = ctx_at("x = 1\ny = ", 10)
     assert c.prefix == "x = 1\ny = " and c.suffix == "" and c.prefix_start == 0
+
+
+# ── bounded on any line length (issue 15 item 4)
+from lsp_client.context import LONG_LINE_STEP, within_budget  # noqa: E402
+from protocol import Snippet  # noqa: E402
+
+MINIFIED = "var a=1;" * 25_000          # one 200 KB line
+
+
+def test_a_200_kb_line_gives_windows_within_their_sizes_in_the_middle():
+    cursor = len(MINIFIED) // 2
+    c = ctx_at(MINIFIED, cursor, prefix_max_chars=3000, suffix_max_chars=800)
+    assert 3000 - LONG_LINE_STEP <= len(c.prefix) <= 3000 and len(c.suffix) == 800
+    assert MINIFIED[c.prefix_start:cursor] == c.prefix and c.line_prefix == c.prefix and c.line_suffix == c.suffix
+    assert len(c.suffix_head) <= 800
+
+
+def test_inside_a_long_line_the_prefix_start_moves_in_steps_while_typing():
+    cursor, text, starts = len(MINIFIED) // 2, MINIFIED, set()
+    for i in range(600):
+        text = text[:cursor] + "x" + text[cursor:]
+        cursor += 1
+        starts.add(ctx_at(text, cursor, prefix_max_chars=3000).prefix_start)
+    assert len(starts) <= 600 // LONG_LINE_STEP + 2      # a move every LONG_LINE_STEP typed characters
+
+
+def test_the_prompt_is_cut_to_the_backends_budget_snippets_first():
+    snippets = [Snippet(path="b.py", text="s" * 500), Snippet(path="c.py", text="t" * 500)]
+    assert within_budget("p" * 100, "s" * 100, snippets, 0) == ("p" * 100, "s" * 100, snippets)
+    p, s, sn = within_budget("p" * 1000, "q" * 300, snippets, 1900)
+    assert (p, s, [x.path for x in sn]) == ("p" * 1000, "q" * 300, ["b.py"])
+    p, s, sn = within_budget("p" * 3000, "q" * 800, snippets, 1000)
+    assert sn == [] and len(p) + len(s) == 1000 and s == "q" * 250 and p == "p" * 750

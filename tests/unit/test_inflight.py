@@ -73,3 +73,11 @@ def test_the_text_after_the_cursor_must_stay_the_same():
     assert still_fits(f, "call(a)\nnext()")
     assert not still_fits(f, "call(a)\nother()")     # the line after changed
     assert not still_fits(f, "call(a))\nnext()")     # the cursor line's rest changed
+
+
+def test_a_head_the_window_cut_inside_a_long_line_fits_while_the_text_after_the_cursor_stays():
+    line = "".join(f"v{i}={i};" for i in range(1000))
+    f = Flight("r1", "file:///t.js", line[:400], line[400:1200], streamed="x", head_cut=True)
+    assert still_fits(f, line[:400] + "x" + line[400:])
+    assert not still_fits(f, line[:400] + "x" + line[401:])
+    assert not still_fits(Flight("r1", "file:///t.js", line[:400], line[400:1200], streamed="x"), line[:400] + line[400:])
