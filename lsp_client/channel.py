@@ -19,6 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig
 from lsp_client.endpoints import EndpointChooser
+from lsp_client.refusal import advice, check_welcome, classify
 from lsp_client.stream import Lost, Stream, Unavailable
 from protocol import (PROTOCOL_VERSION, Cancel, Complete, Done, Error, Hello, ProtocolError, Telemetry,
                       Welcome, decode, encode)
@@ -28,6 +29,7 @@ log = logging.getLogger("quickcode.channel")
 CONNECT_TIMEOUT_S = 3.0
 WATCHDOG_SILENCE_S = 0.2     # with requests pending and no frame for this long, ping
 WATCHDOG_PONG_S = 0.3        # ... and declare the connection dead if the pong takes longer
+REFUSED_RETRY_S = 30.0       # a wrong token or an incompatible server is tried again this seldom
 
 
 @functools.cache
@@ -45,9 +47,15 @@ def _local_user() -> str:
 
 
 class Channel:
-    def __init__(self, cfg: ClientConfig, client_name: str = "quickcode-lsp", on_state=None, clock: Clock = REAL):
+    def __init__(self, cfg: ClientConfig, client_name: str = "quickcode-lsp", on_state=None, clock: Clock = REAL,
+                 on_problem=None):
         self.cfg = cfg
         self.clock = clock
+        self.on_problem = on_problem or (lambda message: None)   # a refusal to show the user (once)
+        self.problem: tuple[str, str] | None = None              # (kind, detail) while refused for good
+        self._told: set[tuple[str, str]] = set()
+        self._wake = asyncio.Event()
+        self._token = cfg.token
         self.client_name = client_name
         self.on_state = on_state or (lambda state: None)
         self.chooser = EndpointChooser(cfg.endpoints)
@@ -84,10 +92,13 @@ class Channel:
         self._fail_all("closed")
 
     def reconfigure(self, cfg: ClientConfig) -> None:
-        """New endpoints or token: reconnect."""
-        changed = cfg.endpoints != list(self.chooser.endpoints) or cfg.token != self.cfg.token
-        self.cfg = cfg
+        """New endpoints or token: reconnect. (The settings object may be the one this channel holds, changed in
+        place: what the connection was made with is compared, not the object.)"""
+        changed = list(dict.fromkeys(cfg.endpoints)) != list(self.chooser.endpoints) or cfg.token != self._token
+        self.cfg, self._token = cfg, cfg.token
         if changed:
+            self.problem, self._told = None, set()
+            self._wake.set()                             # a refused connection is tried again at once
             self.chooser = EndpointChooser(cfg.endpoints)
             if self.ws is not None:
                 asyncio.create_task(self.ws.close(1000, "reconfigured"))
@@ -121,7 +132,7 @@ class Channel:
                 "model": self.welcome.model if self.welcome else "", "replica": self.welcome.replica if self.welcome else "",
                 "pending": len(self.streams), "pending_ids": list(self.streams)[-8:],
                 "streaming_ids": [r for r, st in list(self.streams.items())[-8:] if st.t_first is not None], "connects": self.connects,
-                "last_error": self.last_error}
+                "last_error": self.last_error, "refused": self.problem[0] if self.problem else ""}
 
     # ── internals
     def _send(self, msg) -> None:
@@ -161,15 +172,11 @@ class Channel:
                                    close_timeout=1) as ws:
                     await ws.send(encode(Hello(protocol_version=PROTOCOL_VERSION, client=self.client_name,
                                                user=self.cfg.user)).decode())
-                    welcome = decode(await self.clock.timeout(ws.recv(), CONNECT_TIMEOUT_S))
-                    if isinstance(welcome, Error):
-                        raise ConnectionError(f"{welcome.code}: {welcome.message}")
-                    if not isinstance(welcome, Welcome):
-                        raise ConnectionError(f"expected welcome, got {welcome.kind}")
+                    welcome = check_welcome(decode(await self.clock.timeout(ws.recv(), CONNECT_TIMEOUT_S)))
                     self.ws, self.url, self.welcome = ws, url, welcome
                     self.connects += 1
                     attempt = 0
-                    self.last_error = ""
+                    self.last_error, self.problem, self._told = "", None, set()
                     self.chooser.record_success(url)
                     self._last_frame_s = self.clock.now()
                     log.info("connected to %s (replica %s, model %s)", url, welcome.replica, welcome.model)
@@ -184,6 +191,7 @@ class Channel:
             except (OSError, asyncio.TimeoutError, websockets.WebSocketException, ConnectionError, ProtocolError) as e:
                 self.last_error = f"{type(e).__name__}: {e}"
                 self.chooser.record_failure(url, self.clock.now())
+                self._refused(url, classify(e))
             except Exception as e:  # the connection loop must outlive any surprise: log it and reconnect
                 log.exception("unexpected failure on %s", url)
                 self.last_error = f"{type(e).__name__}: {e}"
@@ -198,7 +206,21 @@ class Channel:
                 return
             attempt += 1
             delay = min(2.0, 0.05 * 2 ** min(attempt, 6))      # 0.1 s, 0.2 s, … capped at 2 s
-            await self.clock.sleep(delay * random.uniform(0.5, 1.5))   # jitter: replicas restart, clients don't stampede
+            if self.problem is not None:
+                delay = REFUSED_RETRY_S                          # a token or a version does not fix itself soon
+            try:                                               # jitter: replicas restart, clients don't stampede
+                await self.clock.timeout(self._wake.wait(), delay * random.uniform(0.5, 1.5))
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    def _refused(self, url: str, problem: tuple[str, str] | None) -> None:
+        """Tell the user once why `url` refused us for good (not every retry); an ordinary failure says nothing."""
+        self.problem = problem
+        if problem is not None and (url, problem[0]) not in self._told:
+            self._told.add((url, problem[0]))
+            log.error("%s", advice(problem[0], url, problem[1]))
+            self.on_problem(advice(problem[0], url, problem[1]))
 
     def _dispatch(self, data: str | bytes) -> None:
         try:

@@ -64,7 +64,8 @@ class QuickcodeServer(LanguageServer):
     def start_backend(self) -> None:
         if self.channel is not None:
             return
-        self.channel = Channel(self.cfg, f"quickcode-lsp/{__version__} ({self.client_name})", on_state=self.push_status)
+        self.channel = Channel(self.cfg, f"quickcode-lsp/{__version__} ({self.client_name})", on_state=self.push_status,
+                               on_problem=self.show_problem)
         self.session = Session(self.cfg, self.channel, on_more=self.push_more)
         self.channel.start()
 
@@ -73,6 +74,14 @@ class QuickcodeServer(LanguageServer):
             self.protocol.notify(STATUS_NOTIFICATION, self.status())
         except Exception:  # no client attached (tests) or the stream is closing
             log.debug("status notification not sent", exc_info=True)
+
+    def show_problem(self, message: str) -> None:
+        """A refusal retrying will not fix (wrong token, incompatible server): an editor message, once."""
+        try:
+            self.window_show_message(T.ShowMessageParams(type=T.MessageType.Error, message=message))
+        except Exception:  # no client attached or the stream is closing: the log has it
+            log.debug("problem message not sent", exc_info=True)
+        self.push_status()
 
     def push_more(self, uri: str, offset: int) -> None:
         """The suggestion shown at `offset` was its settled part; the rest is in now: the editor re-asks
