@@ -10,7 +10,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("package", ["backend"])
+@pytest.mark.parametrize("package", ["backend", "lsp_client"])
 def test_the_package_docstring_names_every_module(package):
     doc = (REPO / package / "__init__.py").read_text()
     assert doc.startswith('"""'), f"{package}/__init__.py opens with no docstring"
