@@ -1,0 +1,54 @@
+"""Emacs for real: Debian's Emacs 28 + eglot 1.9 (scripts/setup.sh editors) runs `quickcode lsp` through
+editors/emacs/quickcode.el (`quickcode-eglot-setup`), asks for completions at the cursor, gets the suggestion as
+one completion-at-point candidate and inserts it with `completion-at-point` — against a running backend (an
+in-process one over the fake engine: the test is about the editor path, not the model). lsp-mode's ghost text
+needs lsp-mode 9, which Debian 12 does not ship: only its registration is tested (test_editor_configs.py)."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.e2e.editor_helpers import REPO
+
+pytestmark = [pytest.mark.editor]
+
+
+def test_eglot_offers_the_suggestion_and_completion_at_point_inserts_it(tmp_path, fake_backend):
+    assert shutil.which("emacs"), "Emacs is not installed: scripts/setup.sh editors installs emacs-nox"
+    b = fake_backend()          # the fake engine writes "    return a + b" at the start of a line
+    src = tmp_path / "add.py"
+    src.write_text("def add(a, b):\n")
+    load_path = [a for d in sorted(glob.glob("/usr/share/emacs/site-lisp/elpa/*/")) for a in ("-L", d)]
+    script = f'''(progn
+      (require 'eglot)
+      (require 'quickcode)
+      (setq quickcode-command (list "{sys.executable}" "-m" "quickcode" "lsp")
+            quickcode-endpoints (list "{b.ws_url}")
+            eglot-sync-connect 30)
+      (quickcode-eglot-setup)
+      (find-file "{src}")
+      (goto-char (point-max))
+      (apply #'eglot (eglot--guess-contact))
+      (princ (format "server=%s\\n" (and (eglot-current-server) t)))
+      (let ((cands nil) (tries 0))
+        (while (and (not cands) (< tries 50))     ; the first request may race the backend connection
+          (setq tries (1+ tries))
+          (let ((capf (eglot-completion-at-point)))
+            (setq cands (and capf (all-completions "" (nth 2 capf)))))
+          (unless cands (accept-process-output nil 0.2)))
+        (princ (format "candidates=%S\\n" (mapcar #'substring-no-properties cands))))
+      (completion-at-point)
+      (princ (format "buffer=%S\\n" (buffer-substring-no-properties (point-min) (point-max))))
+      (eglot-shutdown (eglot-current-server)))'''
+    env = {**os.environ, "PYTHONPATH": str(REPO), "QUICKCODE_LSP_LOG": str(tmp_path / "lsp.log")}
+    r = subprocess.run(["emacs", "--batch", "-Q", *load_path, "-L", str(REPO / "editors" / "emacs"), "--eval", script],
+                       cwd=REPO, capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "server=t" in r.stdout, r.stderr[-3000:]
+    assert 'candidates=("return a + b")' in r.stdout, r.stdout + r.stderr[-3000:]
+    assert 'buffer="def add(a, b):\n    return a + b"' in r.stdout, r.stdout
