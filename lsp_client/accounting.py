@@ -28,6 +28,9 @@ class Stats:
     empty_from_cache: int = 0        # the cache knew the answer here is nothing: no request made
     skipped_predictor: int = 0
     superseded_waits: int = 0
+    not_asked: int = 0               # the document is not open, or completion is off for its language
+    unavailable: int = 0             # no backend connected: answered empty at once
+    editor_cancelled: int = 0        # the editor cancelled the request ($/cancelRequest) before its answer
     rebased: int = 0                 # answers the user typed into while they were written: their rest, further on
     stale_dropped: int = 0           # answers the document moved away from before they were sent: answered empty
     backend_requests: int = 0
@@ -40,8 +43,15 @@ class Stats:
     wasted_by: dict = field(default_factory=dict)   # how each wasted request ended → its tokens
     waterfalls: deque = field(default_factory=lambda: deque(maxlen=500))
 
+    DECISIONS = ("not_asked", "served_cache", "empty_from_cache", "skipped_predictor", "superseded_waits",
+                 "unavailable", "served_network", "served_inflight", "empty", "editor_cancelled")
+
+    def decisions(self) -> dict[str, int]:
+        """How each editor request ended: exactly one of these per request (they sum to `requests`)."""
+        return {k: getattr(self, k) for k in self.DECISIONS}
+
     def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "waterfalls"}
+        return {**{k: v for k, v in self.__dict__.items() if k != "waterfalls"}, "decisions": self.decisions()}
 
 
 def ending(f: Flight) -> str:

@@ -114,9 +114,19 @@ class Session:
 
     # ── the keystroke path
     async def complete(self, uri: str, offset: int, *, explicit: bool = False) -> Suggestion | None:
+        """The suggestion at `offset` (None: nothing to show); each request counts in exactly one of
+        `Stats.decisions()`."""
         self.stats.requests += 1
+        try:
+            return await self._complete(uri, offset, explicit)
+        except asyncio.CancelledError:
+            self.stats.editor_cancelled += 1
+            raise
+
+    async def _complete(self, uri: str, offset: int, explicit: bool) -> Suggestion | None:
         ask = self._ask(uri, offset)
         if ask is None:
+            self.stats.not_asked += 1
             return None
         hit = self._from_cache(ask)
         if hit is not None:
@@ -136,6 +146,7 @@ class Session:
             if flight is None:
                 flight, launched = self._launch(ask.doc, ask.ctx), True
                 if flight is None:
+                    self.stats.unavailable += 1
                     return None              # backend unreachable: answer empty, at once
                 flight.waited_ms, flight.place = round(waited_ms, 1), place_of(ask.ctx.line_prefix).kind
         try:

@@ -228,6 +228,8 @@ class Session:
                 t.result()
         assert not self.chan.running(), "a backend request never ended"
         assert not self.c.inflight.all()
+        st = self.c.stats                  # every editor request ended in exactly one way
+        assert sum(st.decisions().values()) == st.requests, (st.decisions(), st.requests)
 
 
 CFG = dict(debounce_ms=50.0, deadline_ms=300.0, predictor=False, warmup=True, snippets=False, prefetch=True,
