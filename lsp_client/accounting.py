@@ -25,7 +25,7 @@ class Stats:
     served_inflight: int = 0
     served_network: int = 0
     empty: int = 0
-    empty_from_cache: int = 0        # the cache knew the answer here is nothing: no request made
+    empty_from_cache: int = 0        # the cache's rest here post-processed to nothing: asked anew
     skipped_predictor: int = 0
     superseded_waits: int = 0
     not_asked: int = 0               # the document is not open, or completion is off for its language

@@ -22,7 +22,8 @@ class ClientConfig:
     languages: dict[str, bool] = field(default_factory=dict)   # per language id; missing = enabled
     max_tokens: int = 64
     multiline_max_lines: int = 8
-    hot_streak_lines: int = 3           # lines kept beyond what is shown, for the next positions
+    hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
+                                        # costs tokens: at 3, most of them were never shown — bench typing)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
     block_patience_ms: float = 150.0    # a multi-line suggestion shows its complete lines after this (0: whole block)
     line_patience_ms: float = 150.0     # a line still being written shows its complete words after this (0: whole line)
@@ -33,6 +34,7 @@ class ClientConfig:
     adaptive_debounce: bool = True      # adjust by typing rhythm and measured backend latency
     learn_pauses: bool = True           # ...and by how long this user pauses at this kind of place (debounce.py)
     pause_min_chance: float = 0.9       # ask where the pause outlasts the time to show text this often
+    pause_wait_cap_ms: float = 200.0    # ...but never wait longer than this after a key (debounce.py)
     # context
     prefix_max_chars: int = 3000        # ~800 tokens
     suffix_max_chars: int = 800
@@ -50,7 +52,7 @@ class ClientConfig:
     max_inflight_per_doc: int = 2
     prefetch: bool = True
     warmup: bool = True                 # prefill-only request on open, first edit, cursor jump, window move
-    predictor: bool = True
+    predictor: bool = False             # skip places unlikely to be accepted (off: its skips lost accepted text)
     predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1
     state_dir: str = "~/.cache/quickcode"   # the predictor's weights and learnt pauses live here ("" = nowhere)

@@ -37,7 +37,6 @@ from lsp_client.telemetry import Outcomes, Shown
 from lsp_client.warmup import Warmups
 from protocol import Complete, Priority, Snippet
 
-NOTHING = False         # _from_cache: "known: nothing to show here" (distinct from None, a miss)
 
 
 class Session:
@@ -64,7 +63,7 @@ class Session:
         self.cfg = self.pump.cfg = self.warmups.cfg = cfg
         d = self.debounce
         d.base_ms, d.min_ms, d.max_ms, d.adaptive = cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms, cfg.adaptive_debounce
-        d.learn_pauses, d.min_chance = cfg.learn_pauses, cfg.pause_min_chance
+        d.learn_pauses, d.min_chance, d.wait_cap_ms = cfg.learn_pauses, cfg.pause_min_chance, cfg.pause_wait_cap_ms
         self.predictor.min_ratio, self.predictor.exploration = cfg.predictor_min_ratio, cfg.predictor_exploration
         self.inflight.max_per_doc = cfg.max_inflight_per_doc
         self.state.state_dir = cfg.state_dir
@@ -130,7 +129,7 @@ class Session:
             return None
         hit = self._from_cache(ask)
         if hit is not None:
-            return hit or None
+            return hit
         flight, launched = self._reusable_flight(uri, ask.ctx), False
         if flight is None:
             if not explicit and self._predictor_skips(ask):
@@ -141,7 +140,7 @@ class Session:
                 return None
             hit = self._from_cache(ask)
             if hit is not None:
-                return hit or None
+                return hit
             flight = self._reusable_flight(uri, ask.ctx)
             if flight is None:
                 flight, launched = self._launch(ask.doc, ask.ctx), True
@@ -227,9 +226,10 @@ class Session:
     def windows(self) -> tuple[int, int]:   # (prefix, suffix) characters: the settings within the server's context
         return window_chars(self.cfg, self.channel.welcome)
 
-    def _from_cache(self, ask: Ask) -> Suggestion | None | bool:
-        """A suggestion from the cache; NOTHING when the cache knows this place has nothing to show (the
-        model's answer here post-processes to nothing: asking again would give the same); None on a miss."""
+    def _from_cache(self, ask: Ask) -> Suggestion | None:
+        """A suggestion from the cache, or None. A cached rest that post-processes to nothing here is a miss, not
+        "nothing to show": it is an older request's text, and a request asked here may well have something
+        (the typing benchmark lost accepted text to that shortcut)."""
         if not self.cfg.cache:
             return None
         hit = self.cache.get(ask.ctx.prefix, ask.ctx.suffix_head)
@@ -238,7 +238,7 @@ class Session:
         text, _ = postprocess.cut(hit.remainder, ask.shape, finished=True)
         if not text:
             self.stats.empty_from_cache += 1
-            return NOTHING
+            return None
         self.stats.served_cache += 1
         self.accounting.mark_shown(hit.entry.source)
         return self._show(ask, text, f"{hit.entry.source}+{hit.typed}", "cache")

@@ -80,10 +80,19 @@ def test_where_the_user_stops_to_read_it_asks_at_once():
 
 def test_mid_word_it_waits_past_the_longest_ordinary_gap():
     d = AdaptiveDebounce(min_ms=0)
-    gaps = [80 + 5 * i for i in range(30)]                   # 80..225 ms between letters, never a pause
+    gaps = [80 + 5 * i for i in range(25)]                   # 80..200 ms between letters, never a pause
     _type(d, {"word": gaps})
     d.shown_after(150)
     assert d.delay_ms(where="word") == max(gaps)             # asking earlier would be typed over: wasted
+
+
+def test_a_place_that_is_no_pause_still_asks_once_the_gap_outlasts_the_cap():
+    """The longest ordinary gap can be long (a slow key, a typo fixed): waiting past it asked too late or never,
+    and the pause where a simple client's text was accepted went empty (bench typing)."""
+    d = AdaptiveDebounce(min_ms=0, wait_cap_ms=200)
+    _type(d, {"word": [80 + 5 * i for i in range(30)] + [900]})   # ... and once the user stopped
+    d.shown_after(150)
+    assert d.delay_ms(where="word") == 200
 
 
 def test_a_place_with_mixed_pauses_waits_until_the_long_ones_are_likely():
@@ -110,10 +119,14 @@ def test_when_waiting_would_not_make_the_text_likely_it_asks_where_the_odds_are_
     _type(d, {"sep": [200 + 20 * i for i in range(40)]})
     d.shown_after(400)
     assert d.delay_ms(where="sep") == 0
-    hopeless = AdaptiveDebounce(min_ms=0)                    # ... unless the odds are poor everywhere
-    _type(hopeless, {"sep": [150 + 5 * i for i in range(40)]})
-    hopeless.shown_after(400)
-    assert hopeless.delay_ms(where="sep") == 345
+    hopeless = AdaptiveDebounce(min_ms=0)                    # ... unless the odds are poor everywhere: then
+    _type(hopeless, {"sep": [150 + 5 * i for i in range(40)]})   # past the longest gap, capped (a gap that long
+    hopeless.shown_after(400)                                     # here is the user stopping)
+    assert hopeless.delay_ms(where="sep") == 200
+    uncapped = AdaptiveDebounce(min_ms=0, wait_cap_ms=1000)
+    _type(uncapped, {"sep": [150 + 5 * i for i in range(40)]})
+    uncapped.shown_after(400)
+    assert uncapped.delay_ms(where="sep") == 345
 
 
 def test_little_history_falls_back_to_the_rhythm_rule():

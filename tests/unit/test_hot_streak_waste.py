@@ -23,7 +23,8 @@ def _session(plan: str) -> tuple[Session, FakeChannel, VirtualClock]:
         return s
     chan.submit = planned_submit
     clock = VirtualClock()
-    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False)
+    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
+                       hot_streak_lines=3)          # the hot streak is off by default (bench typing: waste)
     c = Session(cfg, chan, clock=clock, rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
     return c, chan, clock
