@@ -136,7 +136,8 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
             "tokens_generated": g("tokens_generated"), "tokens_never_shown": g("tokens_never_shown"),
             "cancelled": g("cancelled"), "stopped_early": g("stopped_early"), "skipped": g("skipped_predictor"),
             "superseded_waits": g("superseded_waits"), "empty": g("empty"), "empty_from_cache": g("empty_from_cache"),
-            "prefetches": g("prefetches"), "warmups": g("warmups"), "wasted_by": stats.get("wasted_by", {})}
+            "prefetches": g("prefetches"), "warmups": g("warmups"), "wasted_by": stats.get("wasted_by", {}),
+            "decisions": stats.get("decisions", {})}
 
 
 def _code_key() -> str:
@@ -315,8 +316,14 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
     client = {k: sum(r.get(k, 0) for r in ours_rows) for k in
               ("served_cache", "served_inflight", "served_network", "skipped", "superseded_waits", "empty",
                "empty_from_cache", "cancelled", "stopped_early", "prefetches", "warmups")}
-    rep.add("**Ours, the language server's own counters** (editor requests by how they ended): "
-            + ", ".join(f"{k} {v}" for k, v in client.items()) + ".")
+    decisions: dict[str, int] = {}
+    for r in ours_rows:
+        for k, v in (r.get("decisions") or {}).items():
+            decisions[k] = decisions.get(k, 0) + v
+    rep.add("**Ours, the language server's own counters**: " + ", ".join(f"{k} {v}" for k, v in client.items())
+            + (". Editor requests by how each ended (`decisions`): "
+               + ", ".join(f"{k} {v}" for k, v in sorted(decisions.items(), key=lambda kv: -kv[1]) if v)
+               if decisions else "") + ".")
     _plot(rep, {a: summ[a]["_lat"] for a in arms})
     rnd = lambda x, n=3: None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else round(x, n)
     headline = {"segments": len(sessions), "chars_per_segment": args.chars, "client_code": key["code"]}
