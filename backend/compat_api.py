@@ -28,7 +28,7 @@ from backend.fim_templates import client_prompt, drop_special_stops
 from backend.openai_api import QueueSink, _STATUS
 from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, ProtocolError, Snippet
 
-OLLAMA_API_VERSION = "0.6.3"     # the Ollama release whose /api shapes these follow (clients gate features on it)
+OLLAMA_API_VERSION = "0.6.3"     # the Ollama release whose /api shapes these follow (clients gate on it)
 DEFAULT_PREDICT = 64             # llama.cpp's and Ollama's "-1 / unset" (until the end): capped for an editor
 
 
@@ -39,7 +39,7 @@ class ExtraChunk(BaseModel):
 
 
 class InfillBody(BaseModel):
-    """llama.cpp server's /infill (tools/server/README.md); unknown sampler fields are accepted and ignored."""
+    """llama.cpp server's /infill (tools/server/README.md); other sampler fields are accepted and ignored."""
     model_config = ConfigDict(extra="ignore")
     input_prefix: str = ""
     input_suffix: str = ""
@@ -80,7 +80,7 @@ def _predict(n: int | None, limit: int) -> int:
 
 
 class _Run:
-    """One request through the completion service; `frames()` yields its Chunk/Done/Error and always ends it."""
+    """One request through the completion service; `frames()` yields its Chunk/Done/Error, always ends it."""
 
     def __init__(self, backend, user: str | None, msg: Complete, prompt_ids: list[int] | None):
         self.svc = backend.service
@@ -120,11 +120,12 @@ def register(app: FastAPI, backend) -> None:
     async def models(request: Request):
         ok, _ = backend.user_for(request.headers, request.query_params)
         if not ok:
-            return JSONResponse({"error": {"message": "missing or invalid API token", "type": "authentication_error",
-                                           "param": None, "code": ErrorCode.UNAUTHORIZED.value}}, status_code=401)
+            err = {"message": "missing or invalid API token", "type": "authentication_error", "param": None,
+                   "code": ErrorCode.UNAUTHORIZED.value}
+            return JSONResponse({"error": err}, status_code=401)
+        started = int(time.time() - (time.monotonic() - backend.started_s))
         return {"object": "list", "data": [{"id": settings.served_model_name, "object": "model",
-                                            "created": int(time.time() - (time.monotonic() - backend.started_s)),
-                                            "owned_by": "quickcode"}]}
+                                            "created": started, "owned_by": "quickcode"}]}
 
     # ── llama.cpp server
     def llama_error(status: int, message: str) -> JSONResponse:
@@ -196,7 +197,8 @@ def register(app: FastAPI, backend) -> None:
                     parts.append(m.text)
                     yield b"data: " + orjson.dumps({"content": m.text, "stop": False, "id_slot": 0}) + b"\n\n"
                 elif isinstance(m, Error):
-                    yield b"error: " + orjson.dumps({"code": 500, "message": m.message, "type": "server_error"}) + b"\n\n"
+                    err = {"code": 500, "message": m.message, "type": "server_error"}
+                    yield b"error: " + orjson.dumps(err) + b"\n\n"
                 else:
                     yield b"data: " + orjson.dumps({**final("".join(parts), m), "content": ""}) + b"\n\n"
 
@@ -220,8 +222,9 @@ def register(app: FastAPI, backend) -> None:
         except ValidationError as e:
             return ollama_error(400, _first_error(e))
         model = body.model or settings.served_model_name
-        if not body.prompt and body.suffix is None:   # Ollama: an empty prompt loads the model, generates nothing
-            return {"model": model, "created_at": now_iso(), "response": "", "done": True, "done_reason": "load"}
+        if not body.prompt and body.suffix is None:   # Ollama: an empty prompt loads the model, nothing more
+            return {"model": model, "created_at": now_iso(), "response": "", "done": True,
+                    "done_reason": "load"}
         tok, template = engine_bits()
         prefix, suffix, ids = client_prompt(tok, template, body.prompt, body.suffix or "")
         opts = body.options
@@ -236,9 +239,11 @@ def register(app: FastAPI, backend) -> None:
         def final(text: str, d: Done) -> dict:
             t = d.timing
             return {"model": model, "created_at": now_iso(), "response": text, "done": True,
-                    "done_reason": "length" if d.finish_reason == FinishReason.LENGTH else "stop", "context": [],
+                    "done_reason": "length" if d.finish_reason == FinishReason.LENGTH else "stop",
+                    "context": [],
                     "total_duration": int(t.total_ms * 1e6), "load_duration": 0,
-                    "prompt_eval_count": t.prompt_tokens, "prompt_eval_duration": int((t.queue_ms + t.ttft_ms) * 1e6),
+                    "prompt_eval_count": t.prompt_tokens,
+                    "prompt_eval_duration": int((t.queue_ms + t.ttft_ms) * 1e6),
                     "eval_count": t.output_tokens, "eval_duration": int(t.generate_ms * 1e6)}
 
         if not body.stream:
@@ -260,10 +265,11 @@ def register(app: FastAPI, backend) -> None:
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
     def model_entry() -> dict:
-        tok, template = engine_bits()
+        _, template = engine_bits()
         return {"name": settings.served_model_name, "model": settings.served_model_name,
                 "modified_at": now_iso(), "size": 0, "digest": "",
-                "details": {"parent_model": "", "format": "safetensors", "family": getattr(template, "name", ""),
+                "details": {"parent_model": "", "format": "safetensors",
+                            "family": getattr(template, "name", ""),
                             "families": None, "parameter_size": "", "quantization_level": settings.precision}}
 
     @app.get("/api/tags")
@@ -286,4 +292,5 @@ def register(app: FastAPI, backend) -> None:
         # what Ollama's template of an infilling model looks like: the server builds the FIM prompt itself
         tmpl = "{{- if .Suffix }}<fim: {{ .Prompt }} | {{ .Suffix }}>{{- else }}{{ .Prompt }}{{- end }}"
         return {"modelfile": "", "parameters": "", "template": tmpl, "details": entry["details"],
-                "model_info": {}, "capabilities": ["completion", "insert"], "modified_at": entry["modified_at"]}
+                "model_info": {}, "capabilities": ["completion", "insert"],
+                "modified_at": entry["modified_at"]}
