@@ -6,6 +6,7 @@ token (`metrics_token_sha256`), which opens nothing else; `metrics_bind` serves 
 """
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 
 from fastapi.testclient import TestClient
@@ -86,3 +87,17 @@ def test_metrics_bind_is_validated():
             assert "host:port" in str(e)
         else:
             raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_a_served_backend_with_auth_on_scrapes_on_metrics_bind(fake_backend):
+    """The lifespan starts the metrics-only listener: Prometheus scrapes it without a token while the API port
+    still wants one (the k8s scrape annotations point at it)."""
+    port = free_port()
+    b = fake_backend(auth_tokens=f"alice:{hash_token('qc_alice')}", metrics_bind=f"127.0.0.1:{port}")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert r.status == 200 and "quickcode_engine_ready" in _families(r.read().decode())
+    try:
+        urllib.request.urlopen(f"{b.http_url}/metrics", timeout=5)
+        raise AssertionError("the API port served /metrics without a token")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401
