@@ -128,51 +128,51 @@ async def assert_engine_stays_idle(url: str, for_s: float = 2.5) -> None:
 LONG = dict(max_tokens=256, temperature=0.0)
 
 
-async def long_running_prefix(c: Client, url: str, start: int) -> tuple[str, float]:
+def engine_finished(url: str) -> float:
+    """Requests vLLM finished by itself (stop or length), as its own step statistics report them: an aborted
+    request is never among them."""
+    m = metrics(url)
+    return sum(m[f'quickcode_engine_finished_requests_total{{finish_reason="{r}"}}'] for r in ("stop", "length"))
+
+
+async def long_running_prefix(c: Client, start: int) -> str:
     """A prefix whose greedy generation runs the whole of LONG (the model may decide a file ends there and stop
-    early: then the next candidate), and how long the engine takes for it when nobody interrupts (greedy:
-    repeatable, so the request under test runs at least as long)."""
-    sightings = 0
+    early: then the next candidate). Greedy is repeatable, so a request for it cannot end by itself after a few
+    tokens: whatever ends it early is ours."""
     for k in range(8):
         prefix, rid = code(3000, start + 2111 * k), f"control{k}"
-        t0 = await c.complete(rid, prefix, **LONG)
-        await c.first(rid)
-        steps = metrics(url)["quickcode_engine_steps_total"]
-        seen_running = False   # the idle-engine check can see a request that runs: steps advance, running ≥ 1
-        while not seen_running and not any(f["kind"] in ("done", "error") for f in c.frames[rid]):
-            await asyncio.sleep(0.05)
-            m = metrics(url)
-            seen_running = m["quickcode_engine_steps_total"] > steps and m["quickcode_engine_running"] >= 1
-        sightings += seen_running
+        await c.complete(rid, prefix, **LONG)
         done = await c.terminal(rid)
         assert done["kind"] == "done", done
-        # the engine's gauges come from its last step; a request may end between two polls: then the next one
-        if done["finish_reason"] == "length" and seen_running:
-            assert done["timing"]["output_tokens"] == 256
-            return prefix, time.perf_counter() - t0
-    assert sightings, "/metrics never showed a running request while one generated"
+        if done["finish_reason"] == "length":
+            assert done["timing"]["output_tokens"] == LONG["max_tokens"]
+            return prefix
     pytest.fail("no candidate prefix ran to max_tokens")
+
+
+async def assert_aborted_in_the_engine(url: str, finished_before: float, finished_by_others: int) -> None:
+    """The engine holds nothing (running and waiting back to 0), it finished none of the aborted requests by
+    itself (only `finished_by_others`), and it takes no further step: the abort reached vLLM. No clock race: had
+    the request not been aborted it would either still run (not idle) or have finished (counted)."""
+    await wait_engine_idle(url, timeout_s=30)
+    assert engine_finished(url) - finished_before == finished_by_others, "the engine finished the request itself"
+    await assert_engine_stays_idle(url)
 
 
 async def test_a_superseded_request_is_aborted_in_the_engine(backend):
     c = await Client.open(backend.ws_url)
-    prefix, natural_s = await long_running_prefix(c, backend.http_url, 1000)
+    prefix = await long_running_prefix(c, 1000)
     await wait_engine_idle(backend.http_url)
-    t0 = await c.complete("old", prefix, **LONG)
-    await c.first("old")
-    for _ in range(40):                                 # the gauge is the engine's last step: give it one
-        if metrics(backend.http_url)["quickcode_engine_running"] >= 1:
-            break
-        await asyncio.sleep(0.05)
-    assert metrics(backend.http_url)["quickcode_engine_running"] >= 1
+    finished_before = engine_finished(backend.http_url)
+    await c.complete("old", prefix, **LONG)
+    await c.first("old")                                # it generates: the engine has it
     await c.complete("new", prefix + "\n", max_tokens=1)
-    old_done = await c.terminal("old", 10)
-    assert old_done["kind"] == "done" and old_done["finish_reason"] == "superseded"
-    assert (await c.terminal("new"))["kind"] == "done"
-    await wait_engine_idle(backend.http_url, timeout_s=5)
-    await assert_engine_stays_idle(backend.http_url)
-    # had the old request not been aborted it would still be generating now
-    assert time.perf_counter() - t0 < natural_s, "the check came too late to tell (engine faster than expected)"
+    old_done = await c.terminal("old", 30)
+    assert old_done["kind"] == "done" and old_done["finish_reason"] == "superseded", old_done
+    assert old_done["timing"]["output_tokens"] < LONG["max_tokens"]
+    new_done = await c.terminal("new")
+    assert new_done["kind"] == "done" and new_done["finish_reason"] in ("stop", "length"), new_done
+    await assert_aborted_in_the_engine(backend.http_url, finished_before, finished_by_others=1)
     kinds_after_done = [f["kind"] for f in c.frames["old"][c.frames["old"].index(old_done) + 1:]]
     assert kinds_after_done == []                     # exactly one terminal frame, nothing after it
     await c.close()
@@ -180,16 +180,16 @@ async def test_a_superseded_request_is_aborted_in_the_engine(backend):
 
 async def test_cancel_aborts_the_engine_request(backend):
     c = await Client.open(backend.ws_url)
-    prefix, natural_s = await long_running_prefix(c, backend.http_url, 9000)
+    prefix = await long_running_prefix(c, 9000)
     await wait_engine_idle(backend.http_url)
-    t0 = await c.complete("x", prefix, **LONG)
+    finished_before = engine_finished(backend.http_url)
+    await c.complete("x", prefix, **LONG)
     await c.first("x")
     await c.send({"kind": "cancel", "id": "x"})
-    done = await c.terminal("x", 10)
-    assert done["finish_reason"] == "cancelled"
-    await wait_engine_idle(backend.http_url, timeout_s=5)
-    await assert_engine_stays_idle(backend.http_url)
-    assert time.perf_counter() - t0 < natural_s
+    done = await c.terminal("x", 30)
+    assert done["finish_reason"] == "cancelled", done
+    assert done["timing"]["output_tokens"] < LONG["max_tokens"]
+    await assert_aborted_in_the_engine(backend.http_url, finished_before, finished_by_others=0)
     await c.send({"kind": "cancel", "id": "x"})        # a late cancel of a finished id is ignored
     await c.complete("after", "def f(x):\n    ", max_tokens=4)
     assert (await c.terminal("after"))["kind"] == "done"
@@ -198,48 +198,42 @@ async def test_cancel_aborts_the_engine_request(backend):
 
 async def test_client_disconnect_aborts_the_engine_request(backend):
     c = await Client.open(backend.ws_url)
-    prefix, natural_s = await long_running_prefix(c, backend.http_url, 17000)
+    prefix = await long_running_prefix(c, 17000)
     await c.close()
     await wait_engine_idle(backend.http_url)
     sessions_before = metrics(backend.http_url)["quickcode_sessions"]
+    finished_before = engine_finished(backend.http_url)
     d = await Client.open(backend.ws_url)
-    t0 = await d.complete("x", prefix, **LONG)
+    await d.complete("x", prefix, **LONG)
     await d.first("x")
     d.ws.transport.abort()                              # the editor dies: no close frame
     d.reader.cancel()
-    await wait_engine_idle(backend.http_url, timeout_s=5)
-    await assert_engine_stays_idle(backend.http_url)
-    assert time.perf_counter() - t0 < natural_s
+    await assert_aborted_in_the_engine(backend.http_url, finished_before, finished_by_others=0)
     assert metrics(backend.http_url)["quickcode_sessions"] == sessions_before
 
 
-async def test_a_burst_is_shed_with_empty_completions_at_once_and_nothing_hangs(backend):
-    """60 editors ask at the same moment with long prompts: the engine takes what fits in the TTFT budget,
-    the rest get an empty `done(shed)` quickly, every request ends exactly once, and the engine ends idle."""
+async def test_a_burst_ends_every_request_once_and_leaves_the_engine_idle(backend):
+    """60 editors ask at the same moment with long prompts: the engine takes what fits in the TTFT budget, the
+    rest get an empty `done(shed)`, every request ends exactly once, and the engine ends idle. (How many are shed
+    depends on the machine's speed; that a burst beyond the budget is shed is tested with scripted engine speeds
+    in test_backend_service.py.)"""
     n = 60
     clients = await asyncio.gather(*(Client.open(backend.ws_url) for _ in range(n)))
     before = metrics(backend.http_url)
-    sent = await asyncio.gather(*(c.complete("b", code(5000, 997 * i, "typing.py"), max_tokens=16)
-                                  for i, c in enumerate(clients)))
+    await asyncio.gather(*(c.complete("b", code(5000, 997 * i, "typing.py"), max_tokens=16)
+                           for i, c in enumerate(clients)))
     dones = await asyncio.wait_for(asyncio.gather(*(c.terminal("b", 180) for c in clients)), 200)
     assert all(d["kind"] == "done" for d in dones), [d for d in dones if d["kind"] != "done"]
     shed = [i for i, d in enumerate(dones) if d["finish_reason"] == "shed"]
     served = [i for i, d in enumerate(dones) if d["finish_reason"] in ("stop", "length")]
     assert len(shed) + len(served) == n
-    assert shed and served, "a burst of 60 long prompts on a 2-core CPU must shed some and serve some"
+    assert served, "the first request finds the engine idle: it is never shed"
     for i in shed:
         assert clients[i].chunks("b") == []            # an empty completion
         assert dones[i]["timing"]["output_tokens"] == 0
-    shed_latency_s = sorted(clients[i].t_frame["b"][-1] - sent[i] for i in shed)
-    served_latency_s = sorted(clients[i].t_frame["b"][-1] - sent[i] for i in served)
-    # shed at admission or by the ticker within the budget: long before the served ones finish
-    budget_s = 0.2
-    assert shed_latency_s[len(shed_latency_s) // 2] < budget_s + 1.0
-    assert shed_latency_s[len(shed_latency_s) // 2] < served_latency_s[-1]
-    await asyncio.sleep(0.3)
+    after = await wait_engine_idle(backend.http_url, timeout_s=60)
     for c in clients:                                   # exactly one terminal frame per request
         assert sum(f["kind"] in ("done", "error") for f in c.frames["b"]) == 1
-    after = await wait_engine_idle(backend.http_url)
     shed_counted = after['quickcode_requests_total{finish_reason="shed"}'] - before['quickcode_requests_total{finish_reason="shed"}']
     assert shed_counted == len(shed)
     await asyncio.gather(*(c.close() for c in clients))

@@ -158,6 +158,32 @@ def test_a_request_queued_in_the_engine_is_aborted_too(fake_backend):
         eventually(lambda: engine.stats.num_running == 0)
 
 
+# ── load shedding
+
+def test_a_burst_beyond_the_budget_is_shed_at_once_and_never_reaches_the_engine(fake_backend):
+    """24 editors at once, 2 engine slots, 0.2 s of scripted engine time per request against a 200 ms TTFT
+    budget: the first ones are served, the rest get an empty `done(shed)` and never enter the engine."""
+    engine = FakeEngine(Settings(spec_method="off"), script=FOREVER, ttft_s=0.05, per_token_s=0.01)
+    b = fake_backend(engine, max_running=2, ttft_budget_ms=200)
+    sessions = [open_session(b.ws_url) for _ in range(24)]
+    for ws, _ in sessions:
+        ws.send(json.dumps({"kind": "complete", "id": "b", "prefix": "def solve(data):\n", "max_tokens": 16}))
+    results = [(welcome["session_id"], read_until_terminal(ws, "b", timeout_s=30)) for ws, welcome in sessions]
+    shed = [(sid, r) for sid, r in results if r.finish_reason == "shed"]
+    served = [(sid, r) for sid, r in results if r.finish_reason == "length"]
+    assert len(shed) + len(served) == 24 and shed and served, [r.finish_reason for _, r in results]
+    for sid, r in shed:
+        assert r.chunks == 0 and r.terminal["timing"]["output_tokens"] == 0
+        assert f"{sid}:b" not in engine.requests                       # shed in our queue, not in the engine
+    for sid, r in served:
+        assert r.chunks == 16 and engine.requests[f"{sid}:b"].finish_reason == "length"
+    assert engine.stats.finished == {"length": len(served)}
+    eventually(lambda: engine.stats.num_running == engine.stats.num_waiting == 0 and b.backend.service.live_count == 0)
+    for ws, _ in sessions:
+        assert_silent(ws, 0.01)                                          # one terminal frame each
+        ws.close()
+
+
 # ── a bad frame is a typed error; the session goes on
 
 @pytest.mark.parametrize("frame, code_", [
