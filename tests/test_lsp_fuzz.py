@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
@@ -23,6 +24,7 @@ from backend.fake_engine import FakeEngine
 from backend.settings import Settings
 from tests.test_lsp_e2e import capabilities, command
 
+pytestmark = pytest.mark.slow                       # ~90 s for the 2,000 cases
 CASES = int(os.environ.get("QC_FUZZ_CASES", "2000"))
 MAX_PROMPT_CHARS = 12_000
 URIS = ["file:///w/a.py", "file:///w/b.py", "file:///w/%C3%A9t%C3%A9.py", "untitled:Untitled-1", "file:///w/never.py"]
