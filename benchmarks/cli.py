@@ -15,6 +15,8 @@ BENCHES = {
     "draft": ("benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),
     "quality": ("benchmarks.quality", "HumanEval single-line infilling (exact, pass@1), idiom lines, top-1, typing: "
                                       "old vs current models"),
+    "train": ("benchmarks.train", "training throughput: the original step vs the fast path (tokens/s, FLOP/s)"),
+    "sizes": ("benchmarks.sizes", "model sizes: vLLM latency (cold, typing) vs the budget, loss vs training compute"),
     "tokenizer": ("benchmarks.tokenizer", "BPE vocabulary sizes: characters per token vs embedding cost"),
 }
 

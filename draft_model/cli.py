@@ -53,6 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         t.add_argument("--batch-size", type=int, default=None)
         t.add_argument("--lr", type=float, default=None)
         t.add_argument("--threads", type=int, default=None)
+        t.add_argument("--impl", choices=("hf", "fast"), default=None,
+                       help="the step: transformers' Llama (the original path) or draft_model/fastllama.py")
+        t.add_argument("--ckpt-every", type=int, default=None, help="evaluate and checkpoint every N steps")
+        t.add_argument("--warmup-steps", type=int, default=None)
+        t.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                       help="torch.compile the model (the profile's default otherwise)")
         t.add_argument("--seed", type=int, default=0)
         if name == "distill":
             t.add_argument("--teacher", type=Path, required=True, help="the target's HF folder")
@@ -171,7 +177,8 @@ def _train(args: argparse.Namespace) -> int:
     if args.steps is None and args.minutes is None:
         raise SystemExit("give --steps or --minutes")
     p = profile(args.profile, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
-                threads=args.threads, kd_alpha=getattr(args, "kd_alpha", None))
+                threads=args.threads, kd_alpha=getattr(args, "kd_alpha", None), impl=args.impl, compile=args.compile,
+                eval_every=args.ckpt_every, ckpt_every=args.ckpt_every, warmup_steps=args.warmup_steps)
     result = train_model(args.data, args.size, p, args.run, args.export, steps=args.steps, minutes=args.minutes,
                          teacher_dir=getattr(args, "teacher", None), init_dir=args.init, seed=args.seed,
                          argv=sys.argv[1:])

@@ -37,6 +37,10 @@ MODEL_SIZES = {m.name: m for m in [
     ModelSize("test-draft", 32, 1, 1, 1, 64, max_position_embeddings=1024),
     ModelSize("cpu-target", 192, 6, 3, 3, 512),
     ModelSize("cpu-draft", 128, 2, 2, 2, 384),
+    # the scaling sweep's larger candidates (quickcode bench sizes); bf16 folders: 17 / 25 / 35 MB
+    ModelSize("cpu-8m", 256, 8, 4, 4, 704),
+    ModelSize("cpu-12m", 320, 8, 5, 5, 864),
+    ModelSize("cpu-17m", 384, 8, 6, 6, 1024),
     ModelSize("gpu-draft-1b", 2048, 22, 32, 4, 5632, max_position_embeddings=16_384, rope_theta=1e6,
               tie_embeddings=False),
 ]}
@@ -54,6 +58,11 @@ class TrainProfile:
     grad_clip: float = 1.0
     bf16: bool = False        # autocast; this CPU has no native bf16 (it was 2.4x slower than fp32 here)
     compile: bool = False
+    # the step's implementation (draft_model/train.py Trainer): "hf" (transformers' Llama, full logits; the
+    # original path) or "fast" (draft_model/fastllama.py: fused attention, chunked loss)
+    impl: str = "hf"
+    fused_adamw: bool = False
+    ce_chunk_tokens: int = 1024  # fast: the loss's token chunk (logits of one chunk live at once)
     threads: int = 0          # 0 = torch default
     eval_every: int = 250
     eval_windows: int = 64

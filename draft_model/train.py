@@ -99,6 +99,62 @@ def evaluate(model, windows: list[torch.Tensor]) -> dict[str, float]:
     return {"loss": loss, "ppl": math.exp(min(loss, 50)), "top1": correct / n}
 
 
+class Trainer:
+    """One optimisation step of `model` under profile `p`, by the profile's implementation:
+    - `hf` (the original path, kept selectable and benchmarked against): transformers' LlamaForCausalLM, the
+      full (tokens × vocab) logits, cross-entropy on them, AdamW (foreach);
+    - `fast`: the same parameters in `draft_model/fastllama.py` (fused SDPA attention, the loss over token
+      chunks without keeping the logits), the decoder body `torch.compile`d when `p.compile`, fused AdamW.
+    Both update the same parameter tensors: `model` (the HF module) holds the trained weights either way."""
+
+    def __init__(self, model, p: TrainProfile, teacher=None):
+        self.model, self.p, self.teacher = model, p, teacher
+        self.net = model
+        if p.impl == "fast":
+            from draft_model.fastllama import FastLlama
+
+            self.net = FastLlama(model.config)
+            self.net.load_state_dict(model.state_dict())
+            # share the very tensors: the HF module (checkpoints, export) sees every update
+            hf_params = dict(model.named_parameters(remove_duplicate=False))
+            for name, param in list(self.net.named_parameters(remove_duplicate=False)):
+                mod_name, _, attr = name.rpartition(".")
+                setattr(self.net.get_submodule(mod_name), attr, hf_params[name])
+            if p.compile:
+                self.net.compile_body()
+        self.fwd = torch.compile(model) if (p.compile and p.impl == "hf") else model
+        decay = [q for n, q in model.named_parameters() if q.dim() >= 2]
+        no_decay = [q for n, q in model.named_parameters() if q.dim() < 2]
+        fused = {"fused": True} if p.fused_adamw else {}
+        self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": p.weight_decay},
+                                      {"params": no_decay, "weight_decay": 0.0}], lr=p.lr, betas=(0.9, 0.95),
+                                     **fused)
+
+    def step(self, batch: torch.Tensor, lr: float) -> float:
+        p = self.p
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        x, y = batch[:, :-1], batch[:, 1:]
+        dev = batch.device
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=p.bf16):
+            if self.teacher is not None:
+                logits = self.net(input_ids=x)
+                logits = logits.logits if hasattr(logits, "logits") else logits
+                with torch.no_grad():
+                    t_logits = self.teacher(input_ids=x).logits
+                loss = kd_loss(logits, t_logits, y, p.kd_alpha, p.kd_temperature)
+            elif p.impl == "fast":
+                loss = self.net.loss(x, y, p.ce_chunk_tokens)
+            else:
+                logits = self.fwd(input_ids=x).logits
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), p.grad_clip)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+
 def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int | None = None,
           minutes: float | None = None, teacher=None, seed: int = 0, label: str = "train") -> dict:
     """Train until the step budget is spent; resumes from `<out>/ckpt.pt`. Returns the final eval."""
@@ -109,43 +165,25 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
     model.to(dev)
     if teacher is not None:  # a 13B teacher only fits one GPU in bf16; on the CPU keep fp32 (no native bf16)
         teacher.to(dev, dtype=torch.bfloat16 if dev.type == "cuda" else None)
+        teacher.eval()
     ckpt_path = out_dir / "ckpt.pt"
     train_w = Windows(data_dir / "train.bin", p.seq_len, seed)
     eval_w = Windows(data_dir / "heldout.bin", p.seq_len, seed).fixed(p.eval_windows, p.batch_size)
-    decay = [q for n, q in model.named_parameters() if q.dim() >= 2]
-    no_decay = [q for n, q in model.named_parameters() if q.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": p.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}], lr=p.lr, betas=(0.9, 0.95))
     step, total, history, elapsed_s = 0, steps, [], 0.0
+    state = None
     if ckpt_path.exists():
         state = torch.load(ckpt_path, weights_only=False, map_location=dev)
         model.load_state_dict(state["model"])
+    trainer = Trainer(model, p, teacher)
+    opt = trainer.opt
+    if state is not None:
         opt.load_state_dict(state["opt"])
         step, total, history, elapsed_s = state["step"], state["total"], state["history"], state["elapsed_s"]
         train_w.rng.bit_generator.state = state["rng"]
         print(f"[{label}] resuming at step {step}/{total}")
-    fwd = torch.compile(model) if p.compile else model
-    if teacher is not None:
-        teacher.eval()
 
     def one_step(i: int) -> float:
-        for g in opt.param_groups:
-            g["lr"] = lr_at(i, total or 10**9, p)
-        batch = train_w.batch(p.batch_size).to(dev, non_blocking=True)
-        x, y = batch[:, :-1], batch[:, 1:]
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=p.bf16):
-            logits = fwd(input_ids=x).logits
-            if teacher is None:
-                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), y.reshape(-1))
-            else:
-                with torch.no_grad():
-                    t_logits = teacher(input_ids=x).logits
-                loss = kd_loss(logits, t_logits, y, p.kd_alpha, p.kd_temperature)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), p.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss.item()
+        return trainer.step(train_w.batch(p.batch_size).to(dev, non_blocking=True), lr_at(i, total or 10**9, p))
 
     if total is None:  # a time budget: measure the step rate, then fix the step count (kept on resume)
         assert minutes, "give steps or minutes"

@@ -1,0 +1,212 @@
+"""A training-only Llama with the HF `LlamaForCausalLM` parameter names and maths, built for CPU throughput.
+
+The same weights give the same logits as `transformers`' Llama (tests/unit/test_fastllama.py), so checkpoints
+load into `LlamaForCausalLM` and export unchanged. What it does differently:
+- attention is one `F.scaled_dot_product_attention(is_causal=True)` call (the fused CPU flash kernel, forward
+  and backward), RoPE tables are computed once per length;
+- the loss never keeps the (tokens × vocab) logits: `chunked_cross_entropy` runs the tied LM head and the
+  cross-entropy over token chunks and computes their gradients in the same pass (one chunk's logits at a time);
+- the decoder body can be `torch.compile`d (inductor fuses RMSNorm, RoPE, SwiGLU and the residual adds into C++
+  loops) while the loss stays eager.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _head_dim(cfg) -> int:
+    return getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+
+class _Attention(nn.Module):
+    def __init__(self, d: int, n_heads: int, n_kv: int):
+        super().__init__()
+        self.n_heads, self.n_kv, self.head_dim = n_heads, n_kv, d // n_heads
+        self.q_proj = nn.Linear(d, n_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(d, n_kv * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(d, n_kv * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(n_heads * self.head_dim, d, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q = self.q_proj(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
+        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+
+
+def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)   # HF's rotate_half
+    return x * cos + rotated * sin
+
+
+class _Mlp(nn.Module):
+    def __init__(self, d: int, inter: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, inter, bias=False)
+        self.up_proj = nn.Linear(d, inter, bias=False)
+        self.down_proj = nn.Linear(inter, d, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class _Layer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        d = cfg.hidden_size
+        self.self_attn = _Attention(d, cfg.num_attention_heads, cfg.num_key_value_heads)
+        self.mlp = _Mlp(d, cfg.intermediate_size)
+        self.input_layernorm = _RMSNorm(d, cfg.rms_norm_eps)
+        self.post_attention_layernorm = _RMSNorm(d, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class _Body(nn.Module):
+    """HF's `model.*`: embeddings, layers, final norm (the part that is compiled)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(_Layer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = _RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        rope = getattr(cfg, "rope_parameters", None) or {}
+        self.head_dim, self.rope_theta = _head_dim(cfg), float(rope.get("rope_theta", getattr(cfg, "rope_theta", 1e4)))
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        t = input_ids.shape[1]
+        inv_freq = 1.0 / (self.rope_theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32,
+                                                           device=input_ids.device) / self.head_dim))
+        freqs = torch.outer(torch.arange(t, dtype=torch.float32, device=input_ids.device), inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos(), emb.sin()
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.norm(x)
+
+
+class FastLlama(nn.Module):
+    """`LlamaForCausalLM`'s parameters (same names, tied head), trained through `loss`."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        rope = getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {}
+        if rope.get("rope_type", "default") != "default" or getattr(cfg, "attention_bias", False) \
+                or getattr(cfg, "mlp_bias", False) or _head_dim(cfg) * cfg.num_attention_heads != cfg.hidden_size:
+            raise ValueError("FastLlama covers plain Llama only (no rope scaling, no biases, head_dim = d / heads)")
+        self.config = cfg
+        self.model = _Body(cfg)
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        if cfg.tie_word_embeddings:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self._init_weights(cfg)
+
+    def _init_weights(self, cfg) -> None:   # HF Llama's: normal(0, initializer_range), norms at 1
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, mean=0.0, std=cfg.initializer_range)
+
+    def compile_body(self) -> None:
+        # kept out of the module tree: the state dict stays HF's
+        self.__dict__["_compiled_body"] = torch.compile(self.model, dynamic=False)
+
+    def body(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.__dict__.get("_compiled_body", self.model)(input_ids)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits (for evaluation: all of them at once)."""
+        return self.lm_head(self.body(input_ids))
+
+    def loss(self, input_ids: torch.Tensor, targets: torch.Tensor, chunk_tokens: int = 1024) -> torch.Tensor:
+        h = self.body(input_ids)
+        return chunked_cross_entropy(h.reshape(-1, h.shape[-1]), self.lm_head.weight, targets.reshape(-1),
+                                     chunk_tokens)
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Mean cross-entropy of `h @ w.T` against `y`, computed chunk by chunk with its gradients in the same pass
+    (as Liger-Kernel's fused linear cross-entropy): per chunk the logits, their softmax, and at once the
+    gradients of `h` and `w` — three matmuls as in the plain loss, but no (tokens × vocab) tensor is kept for the
+    backward pass, only the (tokens × d) and (vocab × d) gradients."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, chunk_tokens: int):
+        n = h.shape[0]
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros_like(w, dtype=torch.float32)
+        total = torch.zeros((), dtype=torch.float32, device=h.device)
+        for i in range(0, n, chunk_tokens):
+            hc, yc = h[i:i + chunk_tokens], y[i:i + chunk_tokens]
+            logits = (hc @ w.t()).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            total += (lse - logits.gather(1, yc[:, None]).squeeze(1)).sum()
+            g = torch.softmax(logits, dim=-1)                      # d loss_sum / d logits = softmax - onehot
+            g[torch.arange(len(yc), device=h.device), yc] -= 1.0
+            g = g.to(h.dtype)
+            grad_h[i:i + chunk_tokens] = g @ w
+            grad_w.addmm_(g.t().float(), hc.float())
+        ctx.save_for_backward(grad_h, grad_w)
+        ctx.n = n
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        grad_h, grad_w = ctx.saved_tensors
+        scale = grad_out / ctx.n
+        return grad_h * scale.to(grad_h.dtype), (grad_w * scale).to(grad_w.dtype), None, None
+
+
+def chunked_cross_entropy(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, chunk_tokens: int) -> torch.Tensor:
+    """Mean cross-entropy of `h @ w.T` against `y`, one token chunk of logits at a time (`_LinearCrossEntropy`)."""
+    return _LinearCrossEntropy.apply(h, w, y, chunk_tokens)
+
+
+def from_hf(hf_model) -> FastLlama:
+    fast = FastLlama(hf_model.config)
+    missing, unexpected = fast.load_state_dict(hf_model.state_dict(), strict=False)
+    if unexpected or [k for k in missing if k != "lm_head.weight"]:
+        raise ValueError(f"state dicts differ: missing {missing}, unexpected {unexpected}")
+    return fast
+
+
+def to_hf(fast: FastLlama):
+    from transformers import LlamaForCausalLM
+
+    hf = LlamaForCausalLM(fast.config)
+    hf.load_state_dict(fast.state_dict())
+    return hf
+
+
+def train_flops_per_token(cfg, seq_len: int) -> float:
+    """Matmul FLOPs of one training token (forward + backward = 3 × forward): 6 × the parameters a token
+    multiplies with (every linear layer and the LM head, not the embedding lookup) plus attention's scores and
+    weighted sum (causal: half of the T × T products)."""
+    d, inter, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    kv = cfg.num_key_value_heads * (d // cfg.num_attention_heads)
+    per_layer = d * d * 2 + d * kv * 2 + 3 * d * inter
+    matmul_params = layers * per_layer + d * cfg.vocab_size
+    attention = layers * 2 * 2 * d * seq_len / 2        # QK^T and AV, each 2·d per key, half the keys causal
+    return 3 * (2 * matmul_params + attention)
+
+
+def param_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
