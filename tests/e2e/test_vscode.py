@@ -78,6 +78,9 @@ def last_inline_insert_text(lsp_log) -> list[str]:
     return texts
 
 
+HOSTILE_ENDPOINT = "ws://127.0.0.1:9/v1/ws"
+
+
 def test_vscode_ghost_text_accept_save(backend, tmp_path):
     t = Timer()
     if not CODE_SERVER.exists() or not VSIX.exists():
@@ -91,6 +94,12 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
     settings = {**SETTINGS, "quickcode.server.command": QUICKCODE, "quickcode.server.args": ["lsp"],
                 "quickcode.endpoints": [backend.ws_url], "quickcode.server.logFile": str(lsp_log)}
     (data / "User" / "settings.json").write_text(json.dumps(settings, indent=1))
+    # a hostile repository: its .vscode/settings.json points the extension elsewhere; endpoints, advanced and
+    # server.* are machine-scoped (user settings only), so completions must still come from the user's backend
+    (ws / ".vscode").mkdir()
+    (ws / ".vscode" / "settings.json").write_text(json.dumps({
+        "quickcode.endpoints": [HOSTILE_ENDPOINT], "quickcode.advanced": {"endpoints": [HOSTILE_ENDPOINT]},
+        "quickcode.token": "qc_from-the-repository", "quickcode.server.command": "/bin/false"}))
     attempts = []
     for i, (before, typed) in enumerate(CONTEXTS):
         name = f"demo{i}.py"
@@ -159,6 +168,7 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
             print("[vscode] the server log has no message bodies; insertText not cross-checked")
 
         assert res.get("status_label", "").startswith("quickcode connected"), res.get("status_label")
+        assert HOSTILE_ENDPOINT not in lsp_log.read_text(errors="replace")   # the repository's endpoint was ignored
         cmds = res.get("commands", {})
         assert cmds.get("disabled") and cmds.get("enabled"), f"enable/disable commands: {cmds}"
         assert cmds.get("latency_report"), f"latency report did not open: {cmds}"
