@@ -6,6 +6,7 @@ import asyncio
 import csv
 import datetime as dt
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,6 +252,8 @@ def run_sharing(args: argparse.Namespace, planned: list[Planned], settings: list
                      "fresh": mean_ci(shares["fresh"], args.seed), "n_fresh": len(shares["fresh"])}
     report = Report("trace-sharing", "Prefix-cache sharing vs per-user isolation (trace replay)", started=_T0)
     report.add(f"""
+Command: `quickcode bench trace --compare-sharing {' '.join(a for a in sys.argv[3:] if a != '--compare-sharing')}`
+
 The same replay plan (`{args.trace.name}` from t = {args.start_s:g} s, speed ×{args.speed:g}, {args.duration_s:g} s wall,
 {args.users} users, seed {args.seed}: {len(planned)} requests, {sum(p.typing for p in planned)} of them keystrokes of a
 typing burst) against two fresh backends that differ only in `cache_isolation`: **shared** (no `cache_salt`: any
