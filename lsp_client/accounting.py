@@ -43,7 +43,7 @@ class Stats:
     wasted_by: dict = field(default_factory=dict)   # how each wasted request ended → its tokens
     waterfalls: deque = field(default_factory=lambda: deque(maxlen=500))
 
-    DECISIONS = ("not_asked", "served_cache", "empty_from_cache", "skipped_predictor", "superseded_waits",
+    DECISIONS = ("not_asked", "served_cache", "skipped_predictor", "superseded_waits",
                  "unavailable", "served_network", "served_inflight", "empty", "editor_cancelled")
 
     def decisions(self) -> dict[str, int]:
