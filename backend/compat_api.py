@@ -143,7 +143,7 @@ def register(app: FastAPI, backend) -> None:
         except ValidationError as e:
             return llama_error(400, _first_error(e))
         tok, template = engine_bits()
-        stop = drop_special_stops(tok, body.stop)
+        stop = drop_special_stops(tok, body.stop, template)
         snippets = [Snippet(path=c.filename or "extra", text=c.text) for c in body.input_extra if c.text]
         warmup = body.n_predict == 0                 # llama.vim's ring-buffer update: cache the context only
         msg = Complete(id="infill-" + secrets.token_hex(6), prefix=body.input_prefix + body.prompt,
@@ -230,7 +230,8 @@ def register(app: FastAPI, backend) -> None:
         opts = body.options
         msg = Complete(id="gen-" + secrets.token_hex(6), prefix=prefix, suffix=suffix,
                        max_tokens=_predict(opts.num_predict, settings.max_tokens_limit),
-                       temperature=opts.temperature or 0.0, stop=drop_special_stops(tok, opts.stop or []))
+                       temperature=opts.temperature or 0.0,
+                       stop=drop_special_stops(tok, opts.stop or [], template))
         try:
             run = _Run(backend, user, msg, ids)
         except ProtocolError as e:

@@ -163,9 +163,18 @@ def split_templated(tok: Tokenizer, t: FimTemplate, prompt: str) -> tuple[str, s
     return parts["P"] + parts["M"], parts["S"]
 
 
-def holds_special_tokens(tok: Tokenizer, prompt: str) -> bool:
-    """Whether `prompt` spells one of the tokenizer's special (added) tokens."""
-    return any(a.special and a.content in prompt for a in tok.get_added_tokens_decoder().values())
+def control_tokens(tok: Tokenizer, t: FimTemplate | None = None) -> set[str]:
+    """The tokenizer's special tokens and the template's own (DeepSeek's tokenizer.json marks its FIM tokens
+    as not special)."""
+    names = {a.content for a in tok.get_added_tokens_decoder().values() if a.special}
+    if t is not None:
+        names |= {n for n in (tok.id_to_token(i) for i in t.special_ids()) if n}
+    return names
+
+
+def holds_special_tokens(tok: Tokenizer, prompt: str, t: FimTemplate | None = None) -> bool:
+    """Whether `prompt` spells one of the tokenizer's special tokens or the template's tokens."""
+    return any(name in prompt for name in control_tokens(tok, t))
 
 
 def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
@@ -173,7 +182,7 @@ def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
     """(prefix, suffix, ids) for a compat endpoint's prompt: plain text is the prefix (ids None: built as usual);
     a prompt in the served model's FIM template is split back into prefix and suffix; any other prompt that
     spells special tokens goes to the model as its tokens, the special tokens as themselves (ids)."""
-    if tok is None or t is None or not holds_special_tokens(tok, prompt):
+    if tok is None or t is None or not holds_special_tokens(tok, prompt, t):
         return prompt, suffix, None
     split = split_templated(tok, t, prompt)
     if split is not None:
@@ -181,10 +190,10 @@ def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
     return prompt, suffix, tok.encode(prompt).ids
 
 
-def drop_special_stops(tok: Tokenizer | None, stop: list[str]) -> list[str]:
+def drop_special_stops(tok: Tokenizer | None, stop: list[str], t: FimTemplate | None = None) -> list[str]:
     """Stop strings minus the tokenizer's special tokens (a client's template lists them: `<|fim_pad|>`, …);
     those never reach the text, and the model's end tokens already stop it."""
     if tok is None:
         return stop
-    specials = {a.content for a in tok.get_added_tokens_decoder().values() if a.special}
+    specials = control_tokens(tok, t)
     return [s for s in stop if s not in specials]

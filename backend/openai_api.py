@@ -64,7 +64,8 @@ def register(app: FastAPI, backend) -> None:
             return _error(401, "missing or invalid API token", ErrorCode.UNAUTHORIZED.value, "authentication_error")
         prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
         tok, template = getattr(backend.engine, "tokenizer", None), getattr(backend.engine, "template", None)
-        stop = drop_special_stops(tok, [body.stop] if isinstance(body.stop, str) else list(body.stop or []))
+        stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+        stop = drop_special_stops(tok, stop, template)
         # a prompt in the served model's own FIM template (Continue's, llama.vscode's): its markers are the
         # special tokens, not text (backend/fim_templates.py client_prompt)
         prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix or "")

@@ -147,3 +147,13 @@ def test_client_prompt_plain_templated_or_raw():
     raw = "<|file_sep|>x.py\na<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>"
     assert fim_templates.client_prompt(tok, t, raw, "")[2] == tok.encode(raw).ids
     assert fim_templates.drop_special_stops(tok, ["<|fim_pad|>", "\n\n", "<|endoftext|>"]) == ["\n\n"]
+
+
+def test_deepseeks_fim_tokens_are_understood_though_its_tokenizer_marks_them_not_special():
+    """DeepSeek's tokenizer.json has `"special": false` on `<｜fim▁begin｜>`… (a Continue deepseek prompt was
+    taken as text: caught on vLLM by tests/test_byo_model.py)."""
+    ds = vocab.deepseek_tokenizer()
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", ds)
+    prompt = "<｜fim▁begin｜>def f(x):\n    return<｜fim▁hole｜>\n<｜fim▁end｜>"
+    assert fim_templates.client_prompt(ds, t, prompt, "") == ("def f(x):\n    return", "\n", None)
+    assert fim_templates.drop_special_stops(ds, ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "//"], t) == ["//"]
