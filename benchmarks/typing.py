@@ -57,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget-min", type=float, default=17.0,
                    help="stop starting new segments after this many minutes (a hold of the machine is < 20 min); "
                         "continue later with the same --rows")
+    p.add_argument("--until", default=None,
+                   help="HH:MM (UTC): start no new segment after this wall-clock time (a shared machine's deadline)")
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
 
 
@@ -189,7 +191,7 @@ def run(args: argparse.Namespace) -> dict:
     state = {a: tempfile.mkdtemp(prefix=f"qc-typing-{a}-") for a in arms}
     try:
         for i in todo:
-            if (time.monotonic() - t_start) / 60 > args.budget_min:
+            if (time.monotonic() - t_start) / 60 > args.budget_min or _past(getattr(args, "until", None)):
                 print(f"[typing] time budget spent: {i} of {len(segs)} segments typed; continue with the same --rows",
                       file=sys.stderr, flush=True)
                 break
@@ -214,6 +216,17 @@ def run(args: argparse.Namespace) -> dict:
     if not done:
         raise SystemExit("no segment typed by every arm yet")
     return _report(args, arms, [[rows[(i, a)] for a in arms] for i in done], key)
+
+
+def _past(until: str | None) -> bool:
+    """Is it past `until` (HH:MM, UTC) today?"""
+    if not until:
+        return False
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    h, m = (int(x) for x in until.split(":"))
+    return (now.hour, now.minute) >= (h, m)
 
 
 def _fmt_ci(x: float, ci, f="{:.1f}") -> str:
