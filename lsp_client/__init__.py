@@ -20,7 +20,7 @@ Beside the path: warmup.py (requests asked ahead), accounting.py (stats, waste, 
 (outcomes of shown suggestions), state.py + statefile.py (what is learnt, kept across sessions, 0600), snippets.py
 (neighbouring files), channel.py + stream.py + endpoints.py (one WebSocket to the nearest backend), refusal.py (a
 wrong token or an incompatible server: said once), config.py (settings), clock.py (all time: real in the editor,
-virtual in tests), report.py (latency report), cli.py (`quickcode lsp`); and doctor.py (`quickcode doctor`: checks
-the way to a backend from the command line).
+virtual in tests), report.py (latency report), cli.py (`quickcode lsp`); and doctor.py + doctor_checks.py
+(`quickcode doctor`: checks the way to a backend from the command line; the steps, then the pure parts).
 lsp_client imports protocol/ and nothing else of the project.
 """
