@@ -5,10 +5,11 @@ tests/unit/test_model_cards.py fails when a committed card no longer matches its
 cannot keep an old card."""
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from pathlib import Path
+
+from draft_model.quantize import sha256_of
 
 ROLES = {
     "target": "the target model of the embedded default: `quickcode serve` completes with it (`Settings.model`)",
@@ -23,14 +24,6 @@ QUALITY_REPORT = Path("benchmarks") / "reports" / "quality.md"
 
 def _json(path: Path) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _pct(x: float) -> str:
@@ -61,9 +54,11 @@ def quality_figures(repo: Path, weights_sha256: str) -> list[str]:
                    f"{_ci(cur.get('humaneval_pass1_ci95'))}; time to first chunk p50 {cur['ttfc_ms_p50']:.0f} ms, "
                    f"p95 {cur['ttfc_ms_p95']:.0f} ms")
     if "idiom_exact_served" in cur:
+        # a --skip-offline report has no PyTorch figures: the served one stands alone
+        plain = (f", plain prefix in PyTorch {_pct(cur['idiom_exact_plain'])}"
+                 f"{_ci(cur.get('idiom_exact_plain_ci95'))}" if "idiom_exact_plain" in cur else "")
         out.append(f"- idiom lines of held-out modules ({cur['idiom_cases']} cases): served "
-                   f"{_pct(cur['idiom_exact_served'])}{_ci(cur.get('idiom_exact_served_ci95'))}, plain prefix in "
-                   f"PyTorch {_pct(cur['idiom_exact_plain'])}{_ci(cur.get('idiom_exact_plain_ci95'))}")
+                   f"{_pct(cur['idiom_exact_served'])}{_ci(cur.get('idiom_exact_served_ci95'))}{plain}")
     if "typing_accepted_share" in cur:
         out.append(f"- typing sessions: {_pct(cur['typing_accepted_share'])}"
                    f"{_ci(cur.get('typing_accepted_share_ci95'))} of the typed text came from accepted completions")
@@ -78,7 +73,7 @@ def render(model_dir: Path, repo: Path) -> str:
     fim = _json(model_dir / "quickcode_fim.json") or {}
     quant = _json(model_dir / "quickcode_quant.json")
     weights = model_dir / "model.safetensors"
-    sha = _sha256(weights)
+    sha = sha256_of(weights)
     role = ROLES["int8"] if quant else ROLES.get(train.get("kind", "").split("-")[0], ROLES.get(name, ""))
     result = train.get("result", {})
     data = train.get("data_summary", {})
