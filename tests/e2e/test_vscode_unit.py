@@ -1,5 +1,7 @@
 """The VS Code extension's own unit tests (editors/vscode/test/*.test.mjs: node:test over src/logic.ts, bundled by
-esbuild) run in the suite, through the extension's `npm test` (node_modules from scripts/setup.sh editors)."""
+esbuild) run in the suite, through the extension's `npm test` (node_modules from scripts/setup.sh editors) —
+among them that workspace-level endpoints/token/advanced are ignored (docs/security.md, threat 11), the token
+comes from secret storage, and plain ws:// to another host is flagged."""
 from __future__ import annotations
 
 import re
@@ -26,6 +28,7 @@ def test_the_extension_unit_tests_pass():
     print(f"\nVS Code extension unit tests ({', '.join(files)}): {counts}")
     assert counts.get("tests", 0) > 0 and counts["pass"] == counts["tests"], out[-4000:]
     assert counts.get("fail", 0) == counts.get("skipped", 0) == counts.get("cancelled", 0) == 0, out[-4000:]
+    assert "workspace-level endpoints, token and advanced are ignored" in r.stdout   # threat 11's test ran
 
 
 def test_the_extension_is_ready_for_a_marketplace():
