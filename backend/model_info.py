@@ -5,12 +5,16 @@ completed 2.8 % of held-out idiom lines exactly from 1,536-token prompts and 28 
 engine's `max_model_len` defaults to the trained context that `quickcode model train` records in the folder's
 `quickcode_train.json` (`trained_context_tokens`). A folder without it (a third-party model) falls back to its
 `config.json` `max_position_embeddings`, which is what vLLM uses by default.
+
+A folder whose attention head size the engine's attention kernels lack (vLLM's CPU attention has no kernel for
+head_dim 16) is refused before the engine starts, with the reason, rather than dying inside vLLM.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
 # the share of the prompt budget the client's character windows aim at: characters per token vary with the
 # text (held-out code averages 3.77 on the embedded tokenizer), and a window the backend has to cut moves its
@@ -45,6 +49,20 @@ def model_info(model_dir: Path) -> ModelInfo:
     cpt = float(cpt) if isinstance(cpt, (int, float)) and cpt > 0 else DEFAULT_CHARS_PER_TOKEN
     context = min(x for x in (trained, positions) if x) if (trained or positions) else None
     return ModelInfo(context_tokens=context, trained_context_tokens=trained, chars_per_token=cpt)
+
+
+def check_head_size(model_dir: Path, supported: Collection[int]) -> None:
+    """Refuse (ValueError, saying why) a model folder whose attention head size is not in `supported` (the
+    attention backend's `get_supported_head_sizes()`); a folder that does not say passes (vLLM decides)."""
+    config = _read_json(Path(model_dir) / "config.json")
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
+                                          and heads > 0 else None)
+    if isinstance(head_dim, int) and head_dim not in supported:
+        raise ValueError(f"{model_dir}: attention head size {head_dim} (hidden_size {hidden} / "
+                         f"{heads} heads) has no kernel in this engine's attention backend (supported: "
+                         f"{', '.join(map(str, sorted(supported)))}); choose the number of heads so that "
+                         "hidden_size / num_attention_heads is one of them")
 
 
 def served_max_model_len(settings) -> int | None:

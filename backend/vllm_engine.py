@@ -18,7 +18,7 @@ from tokenizers import Tokenizer
 
 from backend.engine import Delta, EngineStats, load_tokenizer
 from backend.fim_templates import FimTemplate
-from backend.model_info import served_max_model_len
+from backend.model_info import check_head_size, served_max_model_len
 from backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")
@@ -71,6 +71,19 @@ def preload_iomp() -> None:
         os.environ["LD_PRELOAD"] = f"{lib}:{current}" if current else str(lib)
 
 
+def check_head_sizes(s: Settings) -> None:
+    """On the CPU, refuse a target or draft whose head size vLLM's CPU attention has no kernel for (it would
+    die inside the engine processes with no word of why)."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    for folder in [s.target_path] + ([s.draft_model] if s.spec_method == "draft" else []):
+        check_head_size(Path(folder), CPUAttentionBackend.get_supported_head_sizes())
+
+
 def engine_args(s: Settings):
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -117,6 +130,7 @@ class VllmEngine:
 
         t0 = time.perf_counter()
         try:
+            check_head_sizes(s)
             self.llm = AsyncLLM.from_engine_args(engine_args(s), stat_loggers=[stat_logger_factory(self.stats)])
         except Exception as e:  # the engine did not come up: /readyz stays red and says why
             self.start_error = f"{type(e).__name__}: {e}"
