@@ -86,24 +86,22 @@ def _issue(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scrape(args: argparse.Namespace) -> int:
+def _new_token(setting: str, then: str) -> int:
+    """Print a new token on stdout and, on stderr, the setting that takes its hash (the token is kept nowhere)."""
     from backend.auth import hash_token, new_token
 
     token = new_token()
     print(token)
-    print(f"set metrics_token_sha256 = \"{hash_token(token)}\" (it opens /metrics only); give Prometheus the token",
-          file=sys.stderr)
+    print(f"set {setting} = \"{hash_token(token)}\"{then}", file=sys.stderr)
     return 0
+
+
+def _scrape(args: argparse.Namespace) -> int:
+    return _new_token("metrics_token_sha256", " (it opens /metrics only); give Prometheus the token")
 
 
 def _admin(args: argparse.Namespace) -> int:
-    from backend.auth import hash_token, new_token
-
-    token = new_token()
-    print(token)
-    print(f"set admin_token_sha256 = \"{hash_token(token)}\" and debug_endpoints = true (it opens /debug/* only)",
-          file=sys.stderr)
-    return 0
+    return _new_token("admin_token_sha256", " and debug_endpoints = true (it opens /debug/* only)")
 
 
 def _revoke(args: argparse.Namespace) -> int:

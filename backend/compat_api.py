@@ -29,6 +29,7 @@ from backend.openai_api import QueueSink, _STATUS
 from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, ProtocolError, Snippet
 
 OLLAMA_API_VERSION = "0.6.3"     # the Ollama release whose /api shapes these follow (clients gate on it)
+OLLAMA_UNAUTHORIZED = "unauthorized: missing or invalid API token"
 DEFAULT_PREDICT = 64             # llama.cpp's and Ollama's "-1 / unset" (until the end): capped for an editor
 
 
@@ -115,6 +116,30 @@ def register(app: FastAPI, backend) -> None:
         eng = backend.engine
         return getattr(eng, "tokenizer", None), getattr(eng, "template", None)
 
+    # ── what /infill and /api/generate share; `error(status, message)` makes each API's own error shape
+    async def admit(request: Request, body_type: type[BaseModel], error, unauthorized: str):
+        """(user, body, None) of an authorised request with a valid body, else (None, None, the error reply)."""
+        ok, user = backend.user_for(request.headers, request.query_params)
+        if not ok:
+            return None, None, error(401, unauthorized)
+        try:
+            return user, body_type.model_validate_json(await request.body()), None
+        except ValidationError as e:
+            return None, None, error(400, _first_error(e))
+
+    def start(user: str | None, msg: Complete, prompt_ids: list[int] | None, error) -> _Run | JSONResponse:
+        try:
+            return _Run(backend, user, msg, prompt_ids)
+        except ProtocolError as e:
+            return error(_STATUS.get(e.code, 400), e.message)
+
+    async def whole(run: _Run, final, error):
+        """The non-streamed reply: `final(text, done)`, or the error the run ended with."""
+        text, end = await run.collect()
+        if isinstance(end, Error):
+            return error(_STATUS.get(ErrorCode(end.code), 500), end.message)
+        return final(text, end)
+
     # ── OpenAI: the model list
     @app.get("/v1/models")
     async def models(request: Request):
@@ -135,13 +160,9 @@ def register(app: FastAPI, backend) -> None:
 
     @app.post("/infill")
     async def infill(request: Request):
-        ok, user = backend.user_for(request.headers, request.query_params)
-        if not ok:
-            return llama_error(401, "Invalid API Key")
-        try:
-            body = InfillBody.model_validate_json(await request.body())
-        except ValidationError as e:
-            return llama_error(400, _first_error(e))
+        user, body, refused = await admit(request, InfillBody, llama_error, "Invalid API Key")
+        if refused is not None:
+            return refused
         tok, template = engine_bits()
         stop = drop_special_stops(tok, body.stop, template)
         snippets = [Snippet(path=c.filename or "extra", text=c.text) for c in body.input_extra if c.text]
@@ -150,10 +171,9 @@ def register(app: FastAPI, backend) -> None:
                        suffix=body.input_suffix, max_tokens=_predict(body.n_predict if not warmup else 1,
                                                                       settings.max_tokens_limit),
                        temperature=body.temperature, stop=stop, prefill_only=warmup, snippets=snippets)
-        try:
-            run = _Run(backend, user, msg, None)
-        except ProtocolError as e:
-            return llama_error(_STATUS.get(e.code, 400), e.message)
+        run = start(user, msg, None, llama_error)
+        if isinstance(run, JSONResponse):
+            return run
 
         def final(text: str, d: Done) -> dict:
             t = d.timing
@@ -185,10 +205,7 @@ def register(app: FastAPI, backend) -> None:
             return out
 
         if not body.stream:
-            text, end = await run.collect()
-            if isinstance(end, Error):
-                return llama_error(_STATUS.get(ErrorCode(end.code), 500), end.message)
-            return final(text, end)
+            return await whole(run, final, llama_error)
 
         async def events():
             parts = []
@@ -214,13 +231,9 @@ def register(app: FastAPI, backend) -> None:
 
     @app.post("/api/generate")
     async def generate(request: Request):
-        ok, user = backend.user_for(request.headers, request.query_params)
-        if not ok:
-            return ollama_error(401, "unauthorized: missing or invalid API token")
-        try:
-            body = GenerateBody.model_validate_json(await request.body())
-        except ValidationError as e:
-            return ollama_error(400, _first_error(e))
+        user, body, refused = await admit(request, GenerateBody, ollama_error, OLLAMA_UNAUTHORIZED)
+        if refused is not None:
+            return refused
         model = body.model or settings.served_model_name
         if not body.prompt and body.suffix is None:   # Ollama: an empty prompt loads the model, nothing more
             return {"model": model, "created_at": now_iso(), "response": "", "done": True,
@@ -232,10 +245,9 @@ def register(app: FastAPI, backend) -> None:
                        max_tokens=_predict(opts.num_predict, settings.max_tokens_limit),
                        temperature=opts.temperature or 0.0,
                        stop=drop_special_stops(tok, opts.stop or [], template))
-        try:
-            run = _Run(backend, user, msg, ids)
-        except ProtocolError as e:
-            return ollama_error(_STATUS.get(e.code, 400), e.message)
+        run = start(user, msg, ids, ollama_error)
+        if isinstance(run, JSONResponse):
+            return run
 
         def final(text: str, d: Done) -> dict:
             t = d.timing
@@ -248,10 +260,7 @@ def register(app: FastAPI, backend) -> None:
                     "eval_count": t.output_tokens, "eval_duration": int(t.generate_ms * 1e6)}
 
         if not body.stream:
-            text, end = await run.collect()
-            if isinstance(end, Error):
-                return ollama_error(_STATUS.get(ErrorCode(end.code), 500), end.message)
-            return final(text, end)
+            return await whole(run, final, ollama_error)
 
         async def lines():
             async for m in run.frames():
@@ -277,7 +286,7 @@ def register(app: FastAPI, backend) -> None:
     async def tags(request: Request):
         ok, _ = backend.user_for(request.headers, request.query_params)
         if not ok:
-            return ollama_error(401, "unauthorized: missing or invalid API token")
+            return ollama_error(401, OLLAMA_UNAUTHORIZED)
         return {"models": [model_entry()]}
 
     @app.get("/api/version")
@@ -288,7 +297,7 @@ def register(app: FastAPI, backend) -> None:
     async def show(request: Request):
         ok, _ = backend.user_for(request.headers, request.query_params)
         if not ok:
-            return ollama_error(401, "unauthorized: missing or invalid API token")
+            return ollama_error(401, OLLAMA_UNAUTHORIZED)
         entry = model_entry()
         # what Ollama's template of an infilling model looks like: the server builds the FIM prompt itself
         tmpl = "{{- if .Suffix }}<fim: {{ .Prompt }} | {{ .Suffix }}>{{- else }}{{ .Prompt }}{{- end }}"

@@ -39,14 +39,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@dataclass
-class RunningBackend:
-    """A `quickcode serve` process (`proc` None: one somebody else runs, never stopped here)."""
+class _Addressed:
+    """The URLs of a backend at `host`:`port` (`tls`: wss:// and https://)."""
+    host: str
     port: int
-    proc: subprocess.Popen | None
-    log_path: Path
-    tls: bool = False           # started with ssl_certfile/ssl_keyfile: wss:// and https://
-    host: str = "127.0.0.1"
+    tls: bool
 
     @property
     def ws_url(self) -> str:
@@ -55,6 +52,16 @@ class RunningBackend:
     @property
     def http_url(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
+
+
+@dataclass
+class RunningBackend(_Addressed):
+    """A `quickcode serve` process (`proc` None: one somebody else runs, never stopped here)."""
+    port: int
+    proc: subprocess.Popen | None
+    log_path: Path
+    tls: bool = False           # started with ssl_certfile/ssl_keyfile: wss:// and https://
+    host: str = "127.0.0.1"
 
     @property
     def pid(self) -> int | None:
@@ -132,7 +139,7 @@ def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:
             backend.proc.wait(10)
 
 
-class InProcessBackend:
+class InProcessBackend(_Addressed):
     """`with InProcessBackend(settings, engine) as b:` — serving at `b.ws_url` / `b.http_url` once the engine is ready
     (or has failed to start, when `wait_ready=False`). `b.call(fn)` runs `fn()` (sync or async) on the server's
     event loop and returns its result: how a test touches the engine or the service without a data race."""
@@ -149,17 +156,9 @@ class InProcessBackend:
         overrides = {"log_level": "warning", **uvicorn_overrides}
         self.server = uvicorn.Server(uvicorn_config(self.app, self.settings, **overrides))
         self.wait_ready, self.start_timeout_s = wait_ready, start_timeout_s
-        self.port = 0
+        self.host, self.port = "127.0.0.1", 0
         self.tls = self.settings.ssl_certfile is not None
         self._thread: threading.Thread | None = None
-
-    @property
-    def ws_url(self) -> str:
-        return f"{'wss' if self.tls else 'ws'}://127.0.0.1:{self.port}/v1/ws"
-
-    @property
-    def http_url(self) -> str:
-        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def start(self) -> InProcessBackend:
         self._thread = threading.Thread(target=self.server.run, name="in-process-backend", daemon=True)

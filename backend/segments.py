@@ -218,12 +218,12 @@ def keep_tail(tok: Tokenizer, text: str, budget: int) -> list[int]:
             ids = cache.encode(seg)
             if total + len(ids) > budget:
                 if not kept:                 # one line longer than the budget: cut inside it
-                    return _keep_tail_whole(tok, seg, budget)
+                    return _keep_whole(tok, seg, budget, tail=True)
                 break
             kept.append(ids)
             total += len(ids)
         return list(chain.from_iterable(reversed(kept)))
-    return _keep_tail_whole(tok, text, budget)
+    return _keep_whole(tok, text, budget, tail=True)
 
 
 def keep_head(tok: Tokenizer, text: str, budget: int) -> list[int]:
@@ -236,31 +236,24 @@ def keep_head(tok: Tokenizer, text: str, budget: int) -> list[int]:
         for seg in segments_from_start(text, cache.mode):
             ids = cache.encode(seg)
             if len(out) + len(ids) > budget:
-                return out or _keep_head_whole(tok, seg, budget)
+                return out or _keep_whole(tok, seg, budget, tail=False)
             out += ids
         return out
-    return _keep_head_whole(tok, text, budget)
+    return _keep_whole(tok, text, budget, tail=False)
 
 
-def _keep_tail_whole(tok: Tokenizer, text: str, budget: int) -> list[int]:
+def _keep_whole(tok: Tokenizer, text: str, budget: int, *, tail: bool) -> list[int]:
+    """Without segments: encode `text` once, cut it at the line edge nearest the budget's (the tail starts at a
+    line start, the head ends at a line end; inside the line when there is none), encode the cut again."""
     enc = tok.encode(text)
     if len(enc.ids) <= budget:
         return enc.ids
     if budget <= 0:
         return []
-    start_char = enc.offsets[len(enc.ids) - budget][0]
-    nl = text.find("\n", start_char)
-    cut = text[nl + 1:] if nl >= 0 else text[start_char:]
-    ids = tok.encode(cut).ids
-    return ids[-budget:]
-
-
-def _keep_head_whole(tok: Tokenizer, text: str, budget: int) -> list[int]:
-    enc = tok.encode(text)
-    if len(enc.ids) <= budget:
-        return enc.ids
-    if budget <= 0:
-        return []
+    if tail:
+        start_char = enc.offsets[len(enc.ids) - budget][0]
+        nl = text.find("\n", start_char)
+        return tok.encode(text[nl + 1:] if nl >= 0 else text[start_char:]).ids[-budget:]
     end_char = enc.offsets[budget - 1][1]
     nl = text.rfind("\n", 0, end_char)
     return tok.encode(text[: nl + 1] if nl > 0 else text[:end_char]).ids[:budget]
