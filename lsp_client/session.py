@@ -95,6 +95,9 @@ class Session:
         self.warmups.edited(doc, old, edit_offset)
         if edit_offset is not None:
             doc.last_cursor = edit_offset
+            shown = self.outcomes.on_edit(uri, text, edit_offset, len(text) - len(old), self.clock.now())
+            if shown is not None and self.cfg.prefetch:
+                self.warmups.after_accept(shown)      # accepted by the edit itself (eglot runs no command)
 
     def on_close(self, uri: str) -> None:
         for f in self.inflight.for_uri(uri):
