@@ -3,7 +3,8 @@
 Read in the order of a request:
   cli.py         `quickcode serve` / `quickcode token`: the operator's commands
   serve.py       uvicorn around the app; SIGTERM drains before it closes
-  app.py         app factory: the lifespan owns the engine and the service; /healthz, /readyz, /metrics, /v1/ws
+  app.py         app factory: the lifespan owns the engine and the service; /healthz, /readyz, /metrics,
+                 /v1/ws
   session.py     one WebSocket: hello/welcome, frames in → the service, frames out in order
   service.py     validate → tokenize → schedule → stream from the engine → end exactly once
   fim.py         prefix/suffix/snippets → prompt token ids within the budget (space healing)
@@ -13,11 +14,12 @@ Read in the order of a request:
   engine.py      the `Engine` protocol the service streams from (`Delta`, `EngineStats`)
   vllm_engine.py   the engine on vLLM's AsyncLLM (the only module that imports vLLM)
   fake_engine.py   scripted tokens on an injected clock: tests of our own code, no vLLM
-Beside the path: openai_api.py (`POST /v1/completions`), compat_api.py (llama.cpp /infill, Ollama), debug_api.py
-(`/debug/*` knobs), http_gate.py (what every HTTP request passes first), auth.py (hashed per-user tokens),
-tenancy.py (who may share the prefix cache), ratelimit.py (per-user token buckets), telemetry.py (client
-outcomes into bounded metrics), metrics.py (Prometheus), model_info.py (what a model folder says about
-itself), settings.py (the one typed source of defaults), assets.py (where the shipped models and configs are),
-orphan_guard.py (the engine dies with us), launch.py (start a backend: a process, or in-process for tests).
+Beside the path: openai_api.py (`POST /v1/completions`), compat_api.py (llama.cpp /infill, Ollama),
+debug_api.py (`/debug/*` knobs), http_gate.py (what every HTTP request passes first), auth.py (hashed
+per-user tokens), tenancy.py (who may share the prefix cache), ratelimit.py (per-user token buckets),
+telemetry.py (client outcomes into bounded metrics), metrics.py (Prometheus), model_info.py (what a model
+folder says about itself), settings.py (the one typed source of defaults), assets.py (where the shipped
+models and configs are), orphan_guard.py (the engine dies with us), launch.py (start a backend: a process, or
+in-process for tests).
 backend imports protocol/ and nothing else of the project.
 """

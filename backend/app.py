@@ -29,7 +29,7 @@ from backend.tenancy import Tenancy, resolve_isolation
 from protocol import Error, ErrorCode, encode
 
 log = logging.getLogger("quickcode.app")
-CLOSE_FORBIDDEN_ORIGIN = 1008   # policy violation (sent as HTTP 403 when closed before the handshake completes)
+CLOSE_FORBIDDEN_ORIGIN = 1008   # policy violation (HTTP 403 when closed before the handshake completes)
 
 
 class Backend:
@@ -40,8 +40,8 @@ class Backend:
         self.engine = engine
         self.service: CompletionService | None = None
         self.tokens = TokenStore(settings.auth_tokens_file, settings.auth_tokens)
-        self.tenancy = Tenancy(resolve_isolation(settings.cache_isolation, self.tokens.enabled, settings.host),
-                               self.tokens.team_of)
+        isolation = resolve_isolation(settings.cache_isolation, self.tokens.enabled, settings.host)
+        self.tenancy = Tenancy(isolation, self.tokens.team_of)
         self.sessions: set[Session] = set()
         self.sessions_of: dict[str, int] = {}     # open sessions per authenticated user
         self.draining = False
@@ -84,9 +84,9 @@ class Backend:
     async def _start_engine(self) -> None:
         try:
             await asyncio.to_thread(self.engine.start)
-            # Everything imported and built so far (torch, vLLM, the engine client) lives as long as the process:
-            # freeze it out of the cyclic GC, whose full collections would otherwise walk millions of objects
-            # and stop the event loop for 100+ ms (vLLM's own API server does the same).
+            # Everything imported and built so far (torch, vLLM, the engine client) lives as long as the
+            # process: freeze it out of the cyclic GC, whose full collections would otherwise walk millions of
+            # objects and stop the event loop for 100+ ms (vLLM's own API server does the same).
             gc.collect()
             gc.freeze()
             metrics.READY.set(1)
@@ -103,7 +103,8 @@ class Backend:
                 await asyncio.sleep(0.02)
             await self.service.close()
         await asyncio.sleep(0.05)  # let the writers flush the last done frames
-        await asyncio.gather(*(s.close(CLOSE_GOING_AWAY, "server shutting down") for s in list(self.sessions)))
+        await asyncio.gather(*(s.close(CLOSE_GOING_AWAY, "server shutting down")
+                               for s in list(self.sessions)))
 
     async def stop(self) -> None:
         if not self.draining:
@@ -154,7 +155,8 @@ async def refuse_session(ws: WebSocket, message: str) -> None:
 
 
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
-    """The app over `engine` (default: vLLM, built from `settings`; tests pass a `backend.fake_engine.FakeEngine`)."""
+    """The app over `engine` (default: vLLM, built from `settings`; tests pass a
+    `backend.fake_engine.FakeEngine`)."""
     settings = settings or Settings()
     if engine is None:
         from backend.vllm_engine import VllmEngine

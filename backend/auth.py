@@ -2,9 +2,9 @@
 on HTTP endpoints.
 
 File format (one entry a line, `#` comments): `<user>:<sha256 hex of the token>[:<team>]`. The team names the
-prefix-cache tenant when `cache_isolation = "team"` (backend/tenancy.py); without one a user is their own team.
-Tokens are 32 random bytes (urlsafe base64, prefixed `qc_`), so a plain hash is enough: there is nothing to
-brute-force. The file is created 0600 (never world-readable, not even for a moment).
+prefix-cache tenant when `cache_isolation = "team"` (backend/tenancy.py); without one a user is their own
+team. Tokens are 32 random bytes (urlsafe base64, prefixed `qc_`), so a plain hash is enough: there is nothing
+to brute-force. The file is created 0600 (never world-readable, not even for a moment).
 """
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def _open_private(file: Path, flags: int):
 
 
 def issue(file: Path, user: str, team: str = "") -> str:
-    """Append a new token for `user` (of `team`) to `file` (hash only) and return the token, to be shown once."""
+    """Append a new token for `user` (of `team`) to `file` (hash only) and return the token, to be shown
+    once."""
     for name, value in (("user", user), ("team", team)):
         if ":" in value or "," in value or any(c.isspace() for c in value):
             raise ValueError(f"a {name} name has no ':', ',' or spaces")

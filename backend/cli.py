@@ -18,7 +18,8 @@ def _register_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default=None)
     p.add_argument("--port", type=int, default=None)
     p.add_argument("--config", default=None,
-                   help="a TOML file of settings (backend/settings.py), or a shipped config's name (gpu-13b-int8)")
+                   help="a TOML file of settings (backend/settings.py), or a shipped config's name "
+                        "(gpu-13b-int8)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any setting, e.g. --set spec_method=off --set scheduler=fifo")
     p.set_defaults(func=_serve)
@@ -29,14 +30,17 @@ def _register_token(sub: argparse._SubParsersAction) -> None:
     tsub = t.add_subparsers(dest="token_cmd", required=True)
     i = tsub.add_parser("issue", help="print a new token for USER (shown once) and store its hash")
     i.add_argument("--user", required=True)
-    i.add_argument("--team", default="", help="the user's team: their prefix-cache tenant when cache_isolation=team")
-    i.add_argument("--file", type=Path, required=True, help="the tokens file the server loads (auth_tokens_file)")
+    i.add_argument("--team", default="",
+                   help="the user's team: their prefix-cache tenant when cache_isolation=team")
+    i.add_argument("--file", type=Path, required=True,
+                   help="the tokens file the server loads (auth_tokens_file)")
     i.set_defaults(func=_issue)
     r = tsub.add_parser("revoke", help="remove every token of USER")
     r.add_argument("--user", required=True)
     r.add_argument("--file", type=Path, required=True)
     r.set_defaults(func=_revoke)
-    m = tsub.add_parser("scrape", help="print a new scrape-only token for Prometheus and the hash to configure")
+    m = tsub.add_parser("scrape",
+                        help="print a new scrape-only token for Prometheus and the hash to configure")
     m.set_defaults(func=_scrape)
     a = tsub.add_parser("admin", help="print a new admin token (for /debug/*) and the hash to configure")
     a.set_defaults(func=_admin)
@@ -82,12 +86,14 @@ def _issue(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"quickcode token issue: {e}")
     print(token)
-    print(f"stored the hash for user {args.user!r} in {args.file}; the token is not kept anywhere", file=sys.stderr)
+    print(f"stored the hash for user {args.user!r} in {args.file}; the token is not kept anywhere",
+          file=sys.stderr)
     return 0
 
 
 def _new_token(setting: str, then: str) -> int:
-    """Print a new token on stdout and, on stderr, the setting that takes its hash (the token is kept nowhere)."""
+    """Print a new token on stdout and, on stderr, the setting that takes its hash (the token is kept
+    nowhere)."""
     from backend.auth import hash_token, new_token
 
     token = new_token()

@@ -118,7 +118,8 @@ def register(app: FastAPI, backend) -> None:
 
     # ── what /infill and /api/generate share; `error(status, message)` makes each API's own error shape
     async def admit(request: Request, body_type: type[BaseModel], error, unauthorized: str):
-        """(user, body, None) of an authorised request with a valid body, else (None, None, the error reply)."""
+        """(user, body, None) of an authorised request with a valid body, else (None, None, the error
+        reply)."""
         ok, user = backend.user_for(request.headers, request.query_params)
         if not ok:
             return None, None, error(401, unauthorized)

@@ -54,7 +54,8 @@ def register(app: FastAPI, backend) -> None:
             patch = SchedulerPatch.model_validate_json(await request.body())
         except ValidationError as e:
             first = e.errors()[0]
-            return JSONResponse({"error": f"{'.'.join(map(str, first['loc']))}: {first['msg']}"}, status_code=400)
+            where = ".".join(map(str, first["loc"]))
+            return JSONResponse({"error": f"{where}: {first['msg']}"}, status_code=400)
         svc = backend.service
         if svc is None or svc.live_count or svc.sched.jobs:
             return JSONResponse({"error": "requests are live"}, status_code=409)

@@ -2,8 +2,8 @@
 and its step statistics `EngineStats`.
 
 Two engines implement it: `backend.vllm_engine.VllmEngine` (vLLM's AsyncLLM: what `quickcode serve` runs) and
-`backend.fake_engine.FakeEngine` (scripted tokens on an injected clock: tests of our own code in milliseconds).
-The service, session and OpenAI endpoint import only this module, never vLLM.
+`backend.fake_engine.FakeEngine` (scripted tokens on an injected clock: tests of our own code in
+milliseconds). The service, session and OpenAI endpoint import only this module, never vLLM.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ log = logging.getLogger("quickcode.engine")
 
 @dataclass
 class EngineStats:
-    """Engine-wide counters, updated on every engine step (vLLM: its stat-logger hook, in the frontend process)."""
+    """Engine-wide counters, updated on every engine step (vLLM: its stat-logger hook, in the frontend
+    process)."""
     num_running: int = 0
     num_waiting: int = 0
     kv_cache_usage: float = 0.0
@@ -34,8 +35,9 @@ class EngineStats:
     spec_accepted_per_pos: list[int] = field(default_factory=list)
     steps: int = 0
     updated_s: float = 0.0
-    # requests the engine itself finished, by its finish reason ("stop", "length"): an aborted request is never
-    # counted here — that, and the running/waiting counts back at 0, is how a test sees an abort reach the engine
+    # requests the engine itself finished, by its finish reason ("stop", "length"): an aborted request is
+    # never counted here — that, and the running/waiting counts back at 0, is how a test sees an abort
+    # reach the engine
     finished: dict[str, int] = field(default_factory=dict)
 
 
@@ -51,10 +53,12 @@ class Delta:
 
 
 class Engine(Protocol):
-    """An engine the lifespan starts (`start` blocks: it runs in a thread) and stops, and the service streams from.
+    """An engine the lifespan starts (`start` blocks: it runs in a thread) and stops, and the service
+    streams from.
 
-    Contract of `generate`: it yields `Delta`s until one carries a `finish_reason`; cancelling the consumer, or
-    `abort(request_id)`, ends the engine request (it stops producing tokens and leaves the running count)."""
+    Contract of `generate`: it yields `Delta`s until one carries a `finish_reason`; cancelling the
+    consumer, or `abort(request_id)`, ends the engine request (it stops producing tokens and leaves the
+    running count)."""
     stats: EngineStats
     tokenizer: Tokenizer | None
     template: FimTemplate | None
@@ -78,8 +82,8 @@ class Engine(Protocol):
 
     def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
                  temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
-        """`cache_salt`: the tenant's salt (backend/tenancy.py): prefix-cache hits only among requests with the
-        same salt (None: the shared cache)."""
+        """`cache_salt`: the tenant's salt (backend/tenancy.py): prefix-cache hits only among requests with
+        the same salt (None: the shared cache)."""
 
     async def abort(self, request_id: str) -> None: ...
 

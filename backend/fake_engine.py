@@ -44,8 +44,8 @@ class RealClock:
 
 
 class ManualClock:
-    """Virtual time: a sleeper wakes only when `advance` moves the time to its deadline. Thread-safe: a test may
-    advance it from another thread than the server's event loop."""
+    """Virtual time: a sleeper wakes only when `advance` moves the time to its deadline. Thread-safe: a test
+    may advance it from another thread than the server's event loop."""
 
     def __init__(self, start_s: float = 0.0):
         self._now_s = start_s
@@ -77,8 +77,9 @@ class ManualClock:
             loop.call_soon_threadsafe(_wake, fut)
 
     def step(self, seconds: float, sleepers: int = 1, timeout_s: float = 5.0) -> None:
-        """Advance once at least `sleepers` are asleep on this clock: a sleep that registers after an `advance`
-        counts from the new time, so a test that advances before the engine went to sleep would wait forever."""
+        """Advance once at least `sleepers` are asleep on this clock: a sleep that registers after an
+        `advance` counts from the new time, so a test that advances before the engine went to sleep would wait
+        forever."""
         with self._lock:
             if not self._lock.wait_for(lambda: self._pending() >= sleepers, timeout_s):
                 raise TimeoutError(f"fewer than {sleepers} sleepers on the clock after {timeout_s} s")
@@ -133,10 +134,12 @@ class EngineDied(RuntimeError):
 
 
 class FakeEngine:
-    """See the module docstring. `script(prompt_text)` gives the tokens a request writes (default: a fixed few);
-    `hold_start` (a threading.Event) keeps `start` waiting until it is set; `start_error` makes it fail."""
+    """See the module docstring. `script(prompt_text)` gives the tokens a request writes (default: a
+    fixed few); `hold_start` (a threading.Event) keeps `start` waiting until it is set; `start_error`
+    makes it fail."""
 
-    def __init__(self, settings: Settings | None = None, *, script: Callable[[str], Iterable[str]] | None = None,
+    def __init__(self, settings: Settings | None = None, *,
+                 script: Callable[[str], Iterable[str]] | None = None,
                  ttft_s: float = 0.002, per_token_s: float = 0.001, clock: Clock | None = None,
                  max_running: int | None = None, hold_start: threading.Event | None = None,
                  start_error: str | None = None):
@@ -210,7 +213,8 @@ class FakeEngine:
 
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
+                       temperature: float, priority: int,
+                       cache_salt: str | None = None) -> AsyncIterator[Delta]:
         if self._dead:
             raise EngineDied("engine core died")
         if request_id in self.requests and self.requests[request_id].state != "finished":
@@ -279,7 +283,8 @@ class FakeEngine:
     def _schedule(self) -> None:
         """Start waiting requests while slots are free (lower priority value first, then arrival)."""
         running = sum(1 for r in self.requests.values() if r.state == "running")
-        waiting = sorted((r for r in self.requests.values() if r.state == "waiting"), key=lambda r: (r.priority, r._seq))
+        waiting = sorted((r for r in self.requests.values() if r.state == "waiting"),
+                         key=lambda r: (r.priority, r._seq))
         for req in waiting[:max(0, self.max_running - running)]:
             req.state, req.started_s = "running", self.clock.now()
             if req._wakeup is not None and not req._wakeup.done():
@@ -287,7 +292,8 @@ class FakeEngine:
         self._count()
 
     def _finish(self, req: FakeRequest, reason: str | None, ended_by: str | None) -> None:
-        req.state, req.finish_reason, req.ended_by, req.finished_s = "finished", reason, ended_by, self.clock.now()
+        req.state, req.finish_reason, req.ended_by = "finished", reason, ended_by
+        req.finished_s = self.clock.now()
         if req._wakeup is not None and not req._wakeup.done():
             req._wakeup.cancel()
         self._schedule()

@@ -1,8 +1,8 @@
 """Fill-in-the-middle prompts: prefix/suffix/snippets → token ids, cut to the prompt budget.
 
 Parts are tokenized separately (backend/segments.py: fast, exact, cut at line boundaries) and concatenated in
-the served model's template (backend/fim_templates.py), as in training. A prefix that ends in a space is healed
-(`heal`): the model writes the space with its word.
+the served model's template (backend/fim_templates.py), as in training. A prefix that ends in a space is
+healed (`heal`): the model writes the space with its word.
 """
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from backend.fim_templates import FimTemplate
 from backend.segments import keep_head, keep_tail
 
 _COMMENT = {  # line-comment marker per language id, for snippets from other files
-    "python": "#", "shellscript": "#", "bash": "#", "sh": "#", "ruby": "#", "perl": "#", "r": "#", "yaml": "#",
-    "toml": "#", "dockerfile": "#", "makefile": "#", "elixir": "#", "lua": "--", "sql": "--", "haskell": "--",
+    "python": "#", "shellscript": "#", "bash": "#", "sh": "#", "ruby": "#", "perl": "#", "r": "#",
+    "yaml": "#", "toml": "#", "dockerfile": "#", "makefile": "#", "elixir": "#",
+    "lua": "--", "sql": "--", "haskell": "--",
 }
 
 
@@ -33,8 +34,9 @@ def heal(prefix: str) -> tuple[str, str]:
     with, which is then removed from it). A GPT-2-style byte-level pre-tokenizer keeps the space before a word
     with the word (`for i in range` → `for`, ` i`, ` in`, ` range`; an indent `\n    return` → `\n   `,
     ` return`), so a prompt that ends in that space shows the model a lone ` ` token where training never had
-    one, and a small model then writes nonsense after `return ` or `for i in `. The prompt leaves that one space
-    out and the model writes it, with the word. Spaces before it stay: their tokens are the training ones."""
+    one, and a small model then writes nonsense after `return ` or `for i in `. The prompt leaves that one
+    space out and the model writes it, with the word. Spaces before it stay: their tokens are the training
+    ones."""
     return (prefix[:-1], " ") if prefix.endswith(" ") else (prefix, "")
 
 
@@ -59,17 +61,18 @@ class Healed:
 
 
 def uses_fim(policy: str, suffix: str) -> bool:
-    """Whether a completion is asked as fill-in-the-middle. `always`; or `mid_line`: only when text follows the
-    cursor on its line — at the end of a line the prompt is the plain prefix (the lines below are not shown to
-    the model), for models whose left-to-right completion is much better than their infilling (the embedded
-    default's tiny target: 9/60 held-out idiom lines exact from the plain prefix, 0/60 as FIM)."""
+    """Whether a completion is asked as fill-in-the-middle. `always`; or `mid_line`: only when text follows
+    the cursor on its line — at the end of a line the prompt is the plain prefix (the lines below are not
+    shown to the model), for models whose left-to-right completion is much better than their infilling (the
+    embedded default's tiny target: 9/60 held-out idiom lines exact from the plain prefix, 0/60 as FIM)."""
     if policy == "always":
         return True
-    nl = suffix.find("\n")          # the rest of the cursor's line, without copying the (long) rest of the file
+    nl = suffix.find("\n")          # the rest of the cursor's line, without copying the (long) file's rest
     return bool((suffix if nl < 0 else suffix[:nl]).strip())
 
 
-def _file_blocks(tok: Tokenizer, t: FimTemplate, files: list[tuple[str, str]], path: str, budget: int) -> list[int]:
+def _file_blocks(tok: Tokenizer, t: FimTemplate, files: list[tuple[str, str]], path: str,
+                 budget: int) -> list[int]:
     """Other files in the family's repository format (`<file>path\ntext\n` each, then `<file>path\n` of the
     file being edited), the last files kept first when over `budget`, the oldest kept one cut to its tail."""
     head = [t.file_id, *tok.encode(f"{path}\n").ids] if path else []
@@ -86,8 +89,8 @@ def _file_blocks(tok: Tokenizer, t: FimTemplate, files: list[tuple[str, str]], p
 
 
 def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_prompt_tokens: int,
-                 snippets_text: str = "", fim_policy: str = "always", files: list[tuple[str, str]] | None = None,
-                 path: str = "") -> list[int]:
+                 snippets_text: str = "", fim_policy: str = "always",
+                 files: list[tuple[str, str]] | None = None, path: str = "") -> list[int]:
     """The prompt for one completion. Budget: suffix ≤ 1/4, snippets ≤ 1/4, the prefix takes the rest.
     Other files come as `files` (path, text) for a template with a file token, else as `snippets_text`."""
     bos = [t.bos_id] if t.bos_id is not None else []

@@ -17,11 +17,12 @@ from tokenizers import Tokenizer
 @dataclass(frozen=True)
 class FimPreset:
     """A model family's FIM prompt, by token names. `eot`, `bos` and `stops` list candidates: the ones the
-    tokenizer has are used. Sources: each family's model card / tokenizer_config.json (see docs/operators.md)."""
+    tokenizer has are used. Sources: each family's model card and tokenizer_config.json
+    (docs/operators.md)."""
     name: str
     prefix: str
     suffix: str
-    middle: str | None           # None: the model writes right after the prefix (Codestral's [SUFFIX]…[PREFIX]…)
+    middle: str | None           # None: the model writes right after the prefix ([SUFFIX]…[PREFIX]…)
     order: str                   # "psm" | "spm" (suffix part first)
     eot: tuple[str, ...]
     bos: tuple[str, ...] = ()    # prepended to every prompt (vLLM adds nothing to a prompt given as ids)
@@ -33,10 +34,12 @@ class FimPreset:
 
 # Most specific first: CodeGemma and Qwen2.5-Coder share the FIM token names and differ by their other tokens.
 PRESETS: tuple[FimPreset, ...] = (
-    FimPreset("codegemma", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<eos>",), ("<bos>",),
-              ("<|file_separator|>",), file="<|file_separator|>", requires=("<|file_separator|>",)),
-    FimPreset("qwen2.5-coder", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<|endoftext|>",), (),
-              ("<|fim_pad|>", "<|file_sep|>", "<|im_end|>"), file="<|file_sep|>", repo="<|repo_name|>"),
+    FimPreset("codegemma", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm", ("<eos>",),
+              ("<bos>",), ("<|file_separator|>",), file="<|file_separator|>",
+              requires=("<|file_separator|>",)),
+    FimPreset("qwen2.5-coder", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "psm",
+              ("<|endoftext|>",), (), ("<|fim_pad|>", "<|file_sep|>", "<|im_end|>"), file="<|file_sep|>",
+              repo="<|repo_name|>"),
     FimPreset("deepseek-coder", "<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "psm",
               ("<｜end▁of▁sentence｜>",), ("<｜begin▁of▁sentence｜>",), ("<|EOT|>",)),
     FimPreset("codellama", "▁<PRE>", "▁<SUF>", "▁<MID>", "psm", ("▁<EOT>", "</s>"), ("<s>",), ("</s>",)),
@@ -79,12 +82,14 @@ class FimTemplate:
         ids = lambda names: [i for i in (tok.token_to_id(n) for n in names) if i is not None]   # noqa: E731
         eot = ids(p.eot)[0]
         return cls(tok.token_to_id(p.prefix), tok.token_to_id(p.suffix),
-                   tok.token_to_id(p.middle) if p.middle else None, eot, p.order if order == "auto" else order,
+                   tok.token_to_id(p.middle) if p.middle else None, eot,
+                   p.order if order == "auto" else order,
                    p.name, (ids(p.bos) or [None])[0], tok.token_to_id(p.file) if p.file else None,
                    tok.token_to_id(p.repo) if p.repo else None, tuple(dict.fromkeys([eot, *ids(p.stops)])))
 
     @classmethod
-    def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto", preset: str = "auto") -> "FimTemplate":
+    def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto",
+             preset: str = "auto") -> "FimTemplate":
         """The model folder's `quickcode_fim.json` if it has one (what draft_model writes), else the preset
         named by `preset`, else the one detected from the tokenizer's special tokens."""
         f = model_dir / "quickcode_fim.json"
@@ -95,13 +100,15 @@ class FimTemplate:
             missing = [names[k] for k, v in found.items() if v is None]
             if missing:
                 raise ValueError(f"{f}: the tokenizer lacks the FIM tokens {missing}")
-            return cls(found["prefix_token"], found["suffix_token"], found["middle_token"], found["eot_token"],
+            return cls(found["prefix_token"], found["suffix_token"], found["middle_token"],
+                       found["eot_token"],
                        spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
                        stop_ids=(found["eot_token"],))
         if preset != "auto":
             chosen = next((p for p in PRESETS if p.name == preset), None)
             if chosen is None:
-                raise ValueError(f"unknown FIM preset {preset!r}; known: {', '.join(p.name for p in PRESETS)}")
+                known = ", ".join(p.name for p in PRESETS)
+                raise ValueError(f"unknown FIM preset {preset!r}; known: {known}")
             if not all(_has(tok, n) for n in (chosen.prefix, chosen.suffix, chosen.middle or chosen.prefix)):
                 raise ValueError(f"{model_dir}: the tokenizer lacks the {preset} FIM tokens")
         else:
@@ -129,8 +136,8 @@ def split_templated(tok: Tokenizer, t: FimTemplate, prompt: str) -> tuple[str, s
     """(prefix, suffix) of a prompt that a client already wrote in the served model's FIM template — its
     markers in any order (PSM, SPM, StarCoder's `<P><S>suffix<M>prefix`); the text after the middle marker
     continues the prefix. None when the prompt holds no such markers, or holds more than the plain template
-    (text before the first marker other than BOS, a marker twice, other special tokens): that prompt is sent to
-    the model as its own tokens instead. Re-templating a plain one keeps what the suffix form gets — the
+    (text before the first marker other than BOS, a marker twice, other special tokens): that prompt is sent
+    to the model as its own tokens instead. Re-templating a plain one keeps what the suffix form gets — the
     model's real order, token healing, the budget cut — so both give the same completion."""
     labels = {"P": _marker_forms(tok, t.prefix_id), "S": _marker_forms(tok, t.suffix_id),
               "M": _marker_forms(tok, t.middle_id)}
@@ -179,9 +186,9 @@ def holds_special_tokens(tok: Tokenizer, prompt: str, t: FimTemplate | None = No
 
 def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
                   suffix: str) -> tuple[str, str, list[int] | None]:
-    """(prefix, suffix, ids) for a compat endpoint's prompt: plain text is the prefix (ids None: built as usual);
-    a prompt in the served model's FIM template is split back into prefix and suffix; any other prompt that
-    spells special tokens goes to the model as its tokens, the special tokens as themselves (ids)."""
+    """(prefix, suffix, ids) for a compat endpoint's prompt: plain text is the prefix (ids None: built as
+    usual); a prompt in the served model's FIM template is split back into prefix and suffix; any other prompt
+    that spells special tokens goes to the model as its tokens, the special tokens as themselves (ids)."""
     if tok is None or t is None or not holds_special_tokens(tok, prompt, t):
         return prompt, suffix, None
     split = split_templated(tok, t, prompt)

@@ -22,7 +22,8 @@ LLAMA_CPP_PATHS = frozenset({"/infill", "/completion", "/tokenize", "/detokenize
 
 
 def error_body(message: str, code: str, kind: str, path: str = "", status: int = 400) -> bytes:
-    """Each API's own error shape: Ollama's (`/api/*`: a string), llama.cpp's (numeric code), else OpenAI's."""
+    """Each API's own error shape: Ollama's (`/api/*`: a string), llama.cpp's (numeric code), else
+    OpenAI's."""
     if path.startswith("/api/"):
         return orjson.dumps({"error": message})
     if path in LLAMA_CPP_PATHS:
@@ -32,7 +33,8 @@ def error_body(message: str, code: str, kind: str, path: str = "", status: int =
 
 async def refuse(send, status: int, body: bytes, extra_headers: tuple = ()) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close"), *extra_headers]})
     await send({"type": "http.response.body", "body": body})
 
@@ -59,20 +61,22 @@ class HttpGate:
         headers = Headers(scope=scope)
         path = scope["path"]
         if not origin_allowed(headers, self.allowed_origins):
-            return await refuse(send, 403, error_body("requests from web pages are refused (Origin not in "
-                                                      "allowed_origins)", "unauthorized", "permission_error", path, 403))
-        if path not in self.open_paths and not self.allowed(path, headers, QueryParams(scope.get("query_string", b""))):
+            return await refuse(send, 403, error_body(
+                "requests from web pages are refused (Origin not in allowed_origins)", "unauthorized",
+                "permission_error", path, 403))
+        if path not in self.open_paths and not self.allowed(
+                path, headers, QueryParams(scope.get("query_string", b""))):
             return await refuse(send, 401, error_body("missing or invalid API token", "unauthorized",
                                                       "authentication_error", path, 401),
                                 ((b"www-authenticate", b"Bearer"),))
         limit = self.max_body_bytes
-        too_large = error_body(f"the request body is over {limit} bytes", "body_too_large", "invalid_request_error",
-                               path, 413)
+        too_large = error_body(f"the request body is over {limit} bytes", "body_too_large",
+                               "invalid_request_error", path, 413)
         try:
             declared = int(headers.get("content-length", "0") or 0)
         except ValueError:
-            return await refuse(send, 400, error_body("bad Content-Length", "bad_value", "invalid_request_error",
-                                                      path, 400))
+            return await refuse(send, 400, error_body("bad Content-Length", "bad_value",
+                                                      "invalid_request_error", path, 400))
         if declared > limit:
             return await refuse(send, 413, too_large)
 
@@ -80,8 +84,8 @@ class HttpGate:
         started = refused = False
 
         async def limited_receive():
-            # past the limit: answer 413 at once and tell the app the client left (a route that was reading the
-            # body stops; FastAPI would turn an exception raised here into a 400)
+            # past the limit: answer 413 at once and tell the app the client left (a route that was reading
+            # the body stops; FastAPI would turn an exception raised here into a 400)
             nonlocal seen, started, refused
             if refused:
                 return {"type": "http.disconnect"}

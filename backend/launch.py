@@ -84,8 +84,9 @@ def backend_at(url: str) -> RunningBackend:
 
 def start_backend(log_path: Path, *settings: str, port: int | None = None, env: dict | None = None,
                   timeout_s: float = 600.0, on_wait: Callable[[float], None] | None = None) -> RunningBackend:
-    """Start `quickcode serve` and wait for /readyz. `settings` are `--set KEY=VALUE` overrides; `on_wait(s)` is
-    called while it starts (progress display). The process has its own group: `stop_backend` ends all of it."""
+    """Start `quickcode serve` and wait for /readyz. `settings` are `--set KEY=VALUE` overrides; `on_wait(s)`
+    is called while it starts (progress display). The process has its own group: `stop_backend` ends all of
+    it."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "quickcode", "serve", "--port", str(port)]
     for kv in settings:
@@ -140,12 +141,13 @@ def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:
 
 
 class InProcessBackend(_Addressed):
-    """`with InProcessBackend(settings, engine) as b:` — serving at `b.ws_url` / `b.http_url` once the engine is ready
-    (or has failed to start, when `wait_ready=False`). `b.call(fn)` runs `fn()` (sync or async) on the server's
-    event loop and returns its result: how a test touches the engine or the service without a data race."""
+    """`with InProcessBackend(settings, engine) as b:` — serving at `b.ws_url` / `b.http_url` once the engine
+    is ready (or has failed to start, when `wait_ready=False`). `b.call(fn)` runs `fn()` (sync or async) on
+    the server's event loop and returns its result: how a test touches the engine or the service without a
+    data race."""
 
-    def __init__(self, settings: Settings | None = None, engine: Engine | None = None, *, wait_ready: bool = True,
-                 start_timeout_s: float = 60.0, **uvicorn_overrides: Any):
+    def __init__(self, settings: Settings | None = None, engine: Engine | None = None, *,
+                 wait_ready: bool = True, start_timeout_s: float = 60.0, **uvicorn_overrides: Any):
         from backend.app import create_app
         from backend.serve import uvicorn_config
 

@@ -26,32 +26,39 @@ _TPOT_BUCKETS_S = (.001, .002, .004, .006, .008, .01, .015, .02, .03, .05, .1, .
 TTFT = Histogram("quickcode_ttft_seconds", "Frame received → first chunk sent", buckets=_LAT_BUCKETS_S)
 QUEUE = Histogram("quickcode_queue_seconds", "Time in the admission queue",
                   buckets=(.0001, .0005, .001, .0025) + _LAT_BUCKETS_S)   # most requests wait well under 1 ms
-PREFILL = Histogram("quickcode_engine_ttft_seconds", "Engine submit → first token (prefill)", buckets=_LAT_BUCKETS_S)
-TPOT = Histogram("quickcode_time_per_output_token_seconds", "Generation time per output token", buckets=_TPOT_BUCKETS_S)
+PREFILL = Histogram("quickcode_engine_ttft_seconds", "Engine submit → first token (prefill)",
+                    buckets=_LAT_BUCKETS_S)
+TPOT = Histogram("quickcode_time_per_output_token_seconds", "Generation time per output token",
+                 buckets=_TPOT_BUCKETS_S)
 E2E = Histogram("quickcode_e2e_seconds", "Frame received → done sent", buckets=_LAT_BUCKETS_S)
-TOKENIZE = Histogram("quickcode_tokenize_seconds", "Prompt tokenization", buckets=(.0001, .0002, .0005, .001, .002, .005, .01))
+TOKENIZE = Histogram("quickcode_tokenize_seconds", "Prompt tokenization",
+                     buckets=(.0001, .0002, .0005, .001, .002, .005, .01))
 REQUESTS = Counter("quickcode_requests_total", "Requests by finish reason", ["finish_reason"])
-WITHIN_SLO = Counter("quickcode_requests_within_slo_total", "Served requests whose first chunk met the TTFT budget")
+WITHIN_SLO = Counter("quickcode_requests_within_slo_total",
+                     "Served requests whose first chunk met the TTFT budget")
 ERRORS = Counter("quickcode_errors_total", "Typed errors sent, by code", ["code"])
 OUTPUT_TOKENS = Counter("quickcode_output_tokens_total", "Tokens streamed to clients")
 SESSIONS = Gauge("quickcode_sessions", "Open WebSocket sessions")
 QUEUED = Gauge("quickcode_queued_requests", "Requests waiting in the admission queue")
 QUEUED_TOKENS = Gauge("quickcode_queued_prompt_tokens", "Prompt tokens waiting in the admission queue")
 RUNNING = Gauge("quickcode_running_requests", "Requests in the engine")
-TELEMETRY = Counter("quickcode_completion_events_total", "Client telemetry by event and language (a fixed set of "
-                    "ids, else 'other')", ["event", "language"])
+TELEMETRY = Counter("quickcode_completion_events_total",
+                    "Client telemetry by event and language (a fixed set of ids, else 'other')",
+                    ["event", "language"])
 TELEMETRY_DROPPED = Counter("quickcode_telemetry_dropped_total", "Telemetry frames over a user's rate limit")
 SHOWN_CHARS = Counter("quickcode_shown_chars_total", "Characters of completions shown")
-ACCEPTED_CHARS = Counter("quickcode_accepted_chars_total", "Characters of completions accepted (full or partial)")
+ACCEPTED_CHARS = Counter("quickcode_accepted_chars_total",
+                         "Characters of completions accepted (full or partial)")
 READY = Gauge("quickcode_engine_ready", "1 when the engine serves requests")
 LIVE = Gauge("quickcode_live_requests", "Requests accepted and not yet ended (queued or running)")
 _LAG_BUCKETS_S = (.0005, .001, .002, .003, .005, .0075, .01, .015, .02, .05, .1, .25, .5, 1)
 LOOP_LAG = Histogram("quickcode_event_loop_lag_seconds", "How late the event loop wakes a 10 ms sleep",
                      buckets=_LAG_BUCKETS_S)
 LOOP_LAG_CPU = Histogram("quickcode_event_loop_lag_cpu_seconds",
-                         "The part of that lag the loop's thread spent on the CPU (its own work, not waiting for a "
-                         "core the OS gave to another process)", buckets=_LAG_BUCKETS_S)
-GC_PAUSE = Histogram("quickcode_gc_pause_seconds", "Pauses of Python's cyclic garbage collector, by generation",
+                         "The part of that lag the loop's thread spent on the CPU (its own work, not waiting "
+                         "for a core the OS gave to another process)", buckets=_LAG_BUCKETS_S)
+GC_PAUSE = Histogram("quickcode_gc_pause_seconds",
+                     "Pauses of Python's cyclic garbage collector, by generation",
                      ["generation"], buckets=_LAG_BUCKETS_S)
 for _reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
     REQUESTS.labels(_reason)   # every finish reason is exported from the start, at 0
@@ -100,20 +107,25 @@ class EngineCollector:
         s = self.stats_fn()
         if s is None:
             return
-        yield CounterMetricFamily("quickcode_spec_draft_tokens", "Draft tokens proposed", value=s.spec_draft_tokens)
-        yield CounterMetricFamily("quickcode_spec_accepted_tokens", "Draft tokens accepted", value=s.spec_accepted_tokens)
-        yield CounterMetricFamily("quickcode_prefix_cache_queries_tokens", "Prompt tokens looked up", value=s.prefix_queries)
-        yield CounterMetricFamily("quickcode_prefix_cache_hits_tokens", "Prompt tokens found cached", value=s.prefix_hits)
+        yield CounterMetricFamily("quickcode_spec_draft_tokens", "Draft tokens proposed",
+                                  value=s.spec_draft_tokens)
+        yield CounterMetricFamily("quickcode_spec_accepted_tokens", "Draft tokens accepted",
+                                  value=s.spec_accepted_tokens)
+        yield CounterMetricFamily("quickcode_prefix_cache_queries_tokens", "Prompt tokens looked up",
+                                  value=s.prefix_queries)
+        yield CounterMetricFamily("quickcode_prefix_cache_hits_tokens", "Prompt tokens found cached",
+                                  value=s.prefix_hits)
         yield GaugeMetricFamily("quickcode_engine_running", "Requests running in vLLM", value=s.num_running)
         yield GaugeMetricFamily("quickcode_engine_waiting", "Requests waiting in vLLM", value=s.num_waiting)
         finished = CounterMetricFamily("quickcode_engine_finished_requests",
-                                       "Requests the engine finished by itself (aborted ones are not counted)",
+                                       "Requests the engine finished by itself "
+                                       "(aborted ones are not counted)",
                                        labels=["finish_reason"])
         for reason in ("stop", "length"):
             finished.add_metric([reason], s.finished.get(reason, 0))
         yield finished
-        yield CounterMetricFamily("quickcode_engine_steps", "Engine steps reported by vLLM (idle engine: no steps)",
-                                  value=s.steps)
+        yield CounterMetricFamily("quickcode_engine_steps",
+                                  "Engine steps reported by vLLM (idle engine: no steps)", value=s.steps)
 
 
 _collector: EngineCollector | None = None

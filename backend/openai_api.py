@@ -44,7 +44,12 @@ class QueueSink:
 
 
 def _error(status: int, message: str, code: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=status)
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}},
+                        status_code=status)
+
+
+def _unauthorized() -> JSONResponse:
+    return _error(401, "missing or invalid API token", ErrorCode.UNAUTHORIZED.value, "authentication_error")
 
 
 def register(app: FastAPI, backend) -> None:
@@ -52,7 +57,7 @@ def register(app: FastAPI, backend) -> None:
     async def invalid_body(request: Request, exc: RequestValidationError):
         ok, _ = backend.user_for(request.headers, request.query_params)
         if not ok:  # FastAPI validates the body before the handler runs: a stranger learns nothing from it
-            return _error(401, "missing or invalid API token", ErrorCode.UNAUTHORIZED.value, "authentication_error")
+            return _unauthorized()
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(x) for x in first.get("loc", []) if x != "body")
         return _error(400, f"{where}: {first.get('msg', 'invalid request')}", ErrorCode.BAD_VALUE.value)
@@ -61,7 +66,7 @@ def register(app: FastAPI, backend) -> None:
     async def completions(body: CompletionBody, request: Request):
         ok, user = backend.user_for(request.headers, request.query_params)
         if not ok:
-            return _error(401, "missing or invalid API token", ErrorCode.UNAUTHORIZED.value, "authentication_error")
+            return _unauthorized()
         prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
         tok, template = getattr(backend.engine, "tokenizer", None), getattr(backend.engine, "template", None)
         stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])

@@ -18,7 +18,8 @@ POLL_S = 0.5
 
 
 def start(poll_s: float = POLL_S) -> int:
-    """Fork the guard (call before any thread starts: the child only uses os/select/psutil). Returns its pid."""
+    """Fork the guard (call before any thread starts: the child only uses os/select/psutil). Returns its
+    pid."""
     parent = os.getpid()
     read_end, write_end = os.pipe()
     pid = os.fork()

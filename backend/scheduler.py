@@ -158,12 +158,14 @@ class Scheduler:
         idle = not self.running
         firsts: dict[Key, float] = {}
         late: list[Job] = []
-        order = [j for j in self.queue.values() if not j.prefetch] + [j for j in self.queue.values() if j.prefetch]
+        order = ([j for j in self.queue.values() if not j.prefetch]
+                 + [j for j in self.queue.values() if j.prefetch])
         for j in order:
             begin = max(frees[0], prefill_free)
             first = begin + j.prompt_tokens / r.prefill_tok_s
             firsts[j.key] = first
-            if budget_s is not None and first - j.arrival_s > budget_s and (j.prefetch or begin > now or not idle):
+            if (budget_s is not None and first - j.arrival_s > budget_s
+                    and (j.prefetch or begin > now or not idle)):
                 late.append(j)
                 continue
             prefill_free = first
@@ -180,7 +182,8 @@ class Scheduler:
         if self.cfg.mode == "fifo":
             return self._start_ready(now)
         actions: list[Action] = []
-        older = [j for j in self.by_user[job.user].values() if j is not job and (not job.prefetch or j.prefetch)]
+        older = [j for j in self.by_user[job.user].values()
+                 if j is not job and (not job.prefetch or j.prefetch)]
         for j in older:
             actions.append(self._end(j, Reason.SUPERSEDED))
         # After 1. the user has this job and at most one older normal (when this job is a prefetch).

@@ -34,8 +34,8 @@ _VERIFY_TEXT = (
 
 
 def split_segments(text: str, mode: str = "newline") -> list[str]:
-    """`text` cut before every newline that follows a non-space character (`_SEGMENT_START.split`, faster); or,
-    mode "line_start", after every newline that starts a line with content (see `_LINE_START`)."""
+    """`text` cut before every newline that follows a non-space character (`_SEGMENT_START.split`, faster);
+    or, mode "line_start", after every newline that starts a line with content (see `_LINE_START`)."""
     return list(segments_from_start(text, mode))
 
 
@@ -83,7 +83,8 @@ _GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+
 
 def _gpt2_byte_to_unicode() -> dict[str, int]:
     """The byte-level alphabet (GPT-2's bytes_to_unicode, inverted): character in vocab and merges → byte."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+                 *range(ord("®"), ord("ÿ") + 1)]
     others = [b for b in range(256) if b not in printable]
     return {**{chr(b): b for b in printable}, **{chr(256 + n): b for n, b in enumerate(others)}}
 
@@ -91,8 +92,8 @@ def _gpt2_byte_to_unicode() -> dict[str, int]:
 class FastBPE:
     """tiktoken's BPE with the ranks of a byte-level BPE tokenizer's merges; maps back to its token ids.
 
-    tiktoken merges by rank and returns ranks. When the tokenizer's ids grow with its merges' order (what a BPE
-    trainer writes: every merge's token after the tokens it joins), the ids themselves are the ranks, and
+    tiktoken merges by rank and returns ranks. When the tokenizer's ids grow with its merges' order (what a
+    BPE trainer writes: every merge's token after the tokens it joins), the ids themselves are the ranks, and
     tiktoken's output needs no Python pass to map it back (~15% of a cold prompt's tokenization here)."""
 
     def __init__(self, spec: dict, pattern: str = _GPT2_PATTERN, nfc: bool = False):
@@ -106,8 +107,9 @@ class FastBPE:
         byte_ids = [vocab.get(b2u[b]) for b in range(256)]
         merge_ids = [vocab.get(a + b) for a, b in pairs]
         merged = [as_bytes(a) + as_bytes(b) for a, b in pairs]
-        if None not in byte_ids and None not in merge_ids and max(byte_ids) < min(merge_ids, default=1 << 30) and all(
-                x < y for x, y in zip(merge_ids, merge_ids[1:])):
+        if (None not in byte_ids and None not in merge_ids
+                and max(byte_ids) < min(merge_ids, default=1 << 30)
+                and all(x < y for x, y in zip(merge_ids, merge_ids[1:]))):
             ranks = {bytes([b]): i for b, i in enumerate(byte_ids)}
             ranks.update(zip(merged, merge_ids))
             self._id_of = None                                  # ranks are the ids
@@ -121,14 +123,15 @@ class FastBPE:
                     self._id_of[r] = i
             if -1 in self._id_of:
                 raise ValueError("a merge's result is not in the vocabulary")
-        self._enc = tiktoken.Encoding("quickcode-bpe", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+        self._enc = tiktoken.Encoding("quickcode-bpe", pat_str=pattern, mergeable_ranks=ranks,
+                                      special_tokens={})
         self._nfc = nfc
         self.encode = self._enc.encode_ordinary if self._id_of is None and not nfc else self._encode_mapped
 
     @classmethod
     def for_tokenizer(cls, tok: Tokenizer) -> "FastBPE | None":
-        """A FastBPE when `tok` is a byte-level BPE that tiktoken can run: GPT-2's (ByteLevel with its regex), or
-        one regex split then ByteLevel without its own (Qwen2.5's tiktoken-style tokenizer.json), with no
+        """A FastBPE when `tok` is a byte-level BPE that tiktoken can run: GPT-2's (ByteLevel with its regex),
+        or one regex split then ByteLevel without its own (Qwen2.5's tiktoken-style tokenizer.json), with no
         normalizer or NFC; else None."""
         spec = json.loads(tok.to_str())
         pre, model, norm = spec.get("pre_tokenizer") or {}, spec.get("model") or {}, spec.get("normalizer")
@@ -140,7 +143,8 @@ class FastBPE:
         elif pre.get("type") == "Sequence" and [p.get("type") for p in pre.get("pretokenizers", [])] == [
                 "Split", "ByteLevel"]:
             split, level = pre["pretokenizers"]
-            if (split.get("behavior") != "Isolated" or split.get("invert") or "Regex" not in split.get("pattern", {})
+            if (split.get("behavior") != "Isolated" or split.get("invert")
+                    or "Regex" not in split.get("pattern", {})
                     or level.get("use_regex", True) or level.get("add_prefix_space")):
                 return None
             pattern = split["pattern"]["Regex"]
@@ -171,8 +175,9 @@ class SegmentCache:
             self._encode = fast.encode
         self.fast = fast is not None and self._encode == fast.encode
         self.mode, self.enabled = "newline", False
-        for mode in ("newline", "line_start"):       # the first way of cutting that is exact for this tokenizer
-            if all(self._concatenates(t, mode) for t in _verify_texts() + [_VERIFY_TEXT.replace("\n", "\n\n ")]):
+        texts = _verify_texts() + [_VERIFY_TEXT.replace("\n", "\n\n ")]
+        for mode in ("newline", "line_start"):       # the first way of cutting exact for this tokenizer
+            if all(self._concatenates(t, mode) for t in texts):
                 self.mode, self.enabled = mode, True
                 break
 
@@ -191,8 +196,9 @@ class SegmentCache:
 def _verify_texts() -> list[str]:
     """Texts a faster encoder must tokenize exactly as the tokenizer: code, whitespace runs, CRLF, non-ASCII,
     digits, contractions, and bytes that are not valid text on their own (emoji, CJK)."""
-    return [_VERIFY_TEXT, _VERIFY_TEXT.replace("\n", "\r\n"), "   \t\n\n  x  \n", "it's we've they'll 123456 3.14e-10",
-            "naïve café — 東京 🙂🚀 ok\u00a0nbsp", "x" * 300, "def f():\n\treturn [a+b for a,b in zip(x, y)] # ok"]
+    return [_VERIFY_TEXT, _VERIFY_TEXT.replace("\n", "\r\n"), "   \t\n\n  x  \n",
+            "it's we've they'll 123456 3.14e-10", "naïve café — 東京 🙂🚀 ok\u00a0nbsp", "x" * 300,
+            "def f():\n\treturn [a+b for a,b in zip(x, y)] # ok"]
 
 
 _caches: dict[int, tuple[Tokenizer, SegmentCache]] = {}
@@ -243,8 +249,8 @@ def keep_head(tok: Tokenizer, text: str, budget: int) -> list[int]:
 
 
 def _keep_whole(tok: Tokenizer, text: str, budget: int, *, tail: bool) -> list[int]:
-    """Without segments: encode `text` once, cut it at the line edge nearest the budget's (the tail starts at a
-    line start, the head ends at a line end; inside the line when there is none), encode the cut again."""
+    """Without segments: encode `text` once, cut it at the line edge nearest the budget's (the tail starts at
+    a line start, the head ends at a line end; inside the line when there is none), encode the cut again."""
     enc = tok.encode(text)
     if len(enc.ids) <= budget:
         return enc.ids

@@ -38,9 +38,11 @@ class DrainingServer(uvicorn.Server):
 
 
 def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
-    """How uvicorn serves the app (`quickcode serve`, and the in-process servers of tests: backend/launch.py)."""
-    kw = dict(host=settings.host, port=settings.port, log_level=settings.log_level, loop="uvloop", http="httptools",
-              ws="websockets-sansio", ws_max_size=max(4 * settings.max_frame_bytes, 1 << 22), ws_ping_interval=20.0,
+    """How uvicorn serves the app (`quickcode serve`, and the in-process servers of tests:
+    backend/launch.py)."""
+    kw = dict(host=settings.host, port=settings.port, log_level=settings.log_level, loop="uvloop",
+              http="httptools", ws="websockets-sansio",
+              ws_max_size=max(4 * settings.max_frame_bytes, 1 << 22), ws_ping_interval=20.0,
               ws_ping_timeout=20.0, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
               timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False)
     return uvicorn.Config(app, **{**kw, **overrides})
@@ -49,13 +51,14 @@ def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
 def run(settings: Settings) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
-    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from backend.tenancy import check_bind
 
     # before anything starts: an open server beyond loopback exits here unless the operator allowed it
     check_bind(settings.host, bool(settings.auth_tokens_file or settings.auth_tokens), settings.allow_open)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # one socket per WebSocket session (max_sessions)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # a socket per WebSocket session (max_sessions)
     from backend import orphan_guard
 
     orphan_guard.start()   # before any thread: after a kill -9 of this process, its engine processes die too

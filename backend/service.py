@@ -59,7 +59,7 @@ class Request:
     spec_proposed: int = 0
     spec_accepted: int = 0
     healed: Healed = field(default_factory=lambda: Healed(""))
-    cache_salt: str | None = None        # the user's tenant (backend/tenancy.py): whose cached blocks it may hit
+    cache_salt: str | None = None        # the user's tenant (tenancy.py): whose cached blocks it may hit
     task: asyncio.Task | None = None
     ended: bool = False
     extra: dict = field(default_factory=dict)
@@ -70,7 +70,8 @@ class CompletionService:
         self.s = settings
         self.engine = engine
         self.sched = Scheduler(SchedulerConfig(
-            mode=settings.scheduler, max_running=settings.max_running, per_user_inflight=settings.per_user_inflight,
+            mode=settings.scheduler, max_running=settings.max_running,
+            per_user_inflight=settings.per_user_inflight,
             ttft_budget_s=settings.ttft_budget_ms / 1000, prefetch_share=settings.prefetch_max_running_share,
             shed_enabled=settings.shed_enabled), RateModel())
         self.requests: dict[tuple[str, str], Request] = {}
@@ -82,8 +83,8 @@ class CompletionService:
         self._prefill_free_s = 0.0  # when the engine last finished a prefill: prefills run one after another
         self._prefill_sample = [0.0, 0, 0.0]   # [begin, uncached tokens, end] not yet given to the rate model
         self.closing = False
-        # user → cache salt of their tenant; the app sets it from the tokens and `cache_isolation`. Every way in
-        # (WebSocket, OpenAI and other HTTP endpoints) goes through submit(), so none can skip the salt.
+        # user → cache salt of their tenant; the app sets it from the tokens and `cache_isolation`. Every way
+        # in (WebSocket, OpenAI and other HTTP endpoints) goes through submit(), so none can skip the salt.
         self.salt_for: Callable[[str], str | None] = Tenancy("user", {}).cache_salt
         metrics.LIVE.set_function(lambda: len(self.requests))
 
@@ -108,7 +109,8 @@ class CompletionService:
         same for a warm-up and the completion after it. 0 while the engine's context is not known."""
         if not self.engine.max_model_len:
             return 0
-        return prompt_budget_tokens(self.s.max_prompt_tokens, self.engine.max_model_len, self.s.reserve_output_tokens)
+        return prompt_budget_tokens(self.s.max_prompt_tokens, self.engine.max_model_len,
+                                    self.s.reserve_output_tokens)
 
     @property
     def context_chars(self) -> int:
@@ -118,8 +120,9 @@ class CompletionService:
     # ── client events
     def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float,
                prompt_ids: list[int] | None = None) -> None:
-        """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error frame).
-        `prompt_ids`: a prompt the client templated itself (its own FIM tokens, compat endpoints), used as is."""
+        """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error
+        frame). `prompt_ids`: a prompt the client templated itself (its own FIM tokens, compat endpoints),
+        used as is."""
         key = (session_id, msg.id)
         self._validate(key, session_id, user, msg)
         t0 = time.perf_counter()
@@ -129,8 +132,9 @@ class CompletionService:
         healed = ""
         if prompt_ids is not None:
             if len(prompt_ids) > budget:
-                raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
-                                    f"a pre-templated prompt of {len(prompt_ids)} tokens exceeds {budget}", msg.id)
+                raise ProtocolError(
+                    ErrorCode.PROMPT_TOO_LONG,
+                    f"a pre-templated prompt of {len(prompt_ids)} tokens exceeds {budget}", msg.id)
             ids = list(prompt_ids)
         else:
             files = [(s.path, s.text) for s in msg.snippets]
@@ -138,18 +142,21 @@ class CompletionService:
             snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
             prefix, healed = heal(msg.prefix) if self.s.heal_space else (msg.prefix, "")
             ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
-                               self.s.fim_policy, files=files if template.file_id is not None else None, path=msg.path)
+                               self.s.fim_policy, files=files if template.file_id is not None else None,
+                               path=msg.path)
         now = time.perf_counter()
-        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000, t_queued=now,
-                      healed=Healed(healed), cache_salt=self.salt_for(user))
+        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000,
+                      t_queued=now, healed=Healed(healed), cache_salt=self.salt_for(user))
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
-        job = Job(key, user, len(ids), max_tokens, prefetch=msg.priority == Priority.PREFETCH or msg.prefill_only)
+        prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
+        job = Job(key, user, len(ids), max_tokens, prefetch=prefetch)
         self._apply(self.sched.submit(job, now))
         self._wake.set()
 
     def cancel(self, session_id: str, rid: str) -> None:
-        """A cancel for an id this session does not have (finished, or never sent) is ignored: races are normal."""
+        """A cancel for an id this session does not have (finished, or never sent) is ignored: races are
+        normal."""
         if (session_id, rid) in self.requests:
             self._apply(self.sched.cancel((session_id, rid), time.perf_counter()))
 
@@ -168,10 +175,12 @@ class CompletionService:
         if not self.engine.ready:
             raise ProtocolError(ErrorCode.ENGINE_UNAVAILABLE, self.engine.error or "engine not ready", msg.id)
         if key in self.requests:
-            raise ProtocolError(ErrorCode.DUPLICATE_ID, f"request {msg.id!r} is still running in this session", msg.id)
+            raise ProtocolError(ErrorCode.DUPLICATE_ID,
+                                f"request {msg.id!r} is still running in this session", msg.id)
         if not 0 < msg.max_tokens <= self.s.max_tokens_limit:
-            raise ProtocolError(ErrorCode.MAX_TOKENS_TOO_LARGE,
-                                f"max_tokens must be 1..{self.s.max_tokens_limit}, got {msg.max_tokens}", msg.id)
+            raise ProtocolError(
+                ErrorCode.MAX_TOKENS_TOO_LARGE,
+                f"max_tokens must be 1..{self.s.max_tokens_limit}, got {msg.max_tokens}", msg.id)
         chars = len(msg.prefix) + len(msg.suffix) + sum(len(s.text) + len(s.path) for s in msg.snippets)
         if chars > self.s.max_prompt_chars:
             raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
@@ -179,8 +188,9 @@ class CompletionService:
         if not 0.0 <= msg.temperature <= 2.0:
             raise ProtocolError(ErrorCode.BAD_VALUE, "temperature must be within 0..2", msg.id)
         if len(msg.stop) > MAX_STOP_STRINGS or any(not s or len(s) > MAX_STOP_CHARS for s in msg.stop):
-            raise ProtocolError(ErrorCode.BAD_VALUE,
-                                f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
+            raise ProtocolError(
+                ErrorCode.BAD_VALUE,
+                f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
         if sum(1 for k in self.requests if k[0] == session_id) >= self.s.max_requests_per_session:
             raise ProtocolError(ErrorCode.RATE_LIMITED, "too many requests in flight in this session", msg.id)
         if not self.limits.take(user):
@@ -204,7 +214,8 @@ class CompletionService:
         msg = req.msg
         finish = FinishReason.STOP
         try:
-            async for d in self.engine.generate(req.engine_id, req.prompt_ids, 1 if msg.prefill_only else msg.max_tokens,
+            max_tokens = 1 if msg.prefill_only else msg.max_tokens
+            async for d in self.engine.generate(req.engine_id, req.prompt_ids, max_tokens,
                                                 msg.stop, msg.temperature, priority, req.cache_salt):
                 now = time.perf_counter()
                 if req.t_first is None:
@@ -233,8 +244,9 @@ class CompletionService:
             raise  # ended by _end (superseded, cancelled, shed, shutdown): it sent the terminal frame
         except Exception as e:  # engine died or refused: a typed error for this request, the service lives on
             log.warning("request %s failed in the engine: %s", req.engine_id, e)
-            self._end(req, FinishReason.ERROR, abort=True,
-                      error=Error(id=msg.id, code=ErrorCode.ENGINE_UNAVAILABLE, message=f"engine failed: {type(e).__name__}"))
+            error = Error(id=msg.id, code=ErrorCode.ENGINE_UNAVAILABLE,
+                          message=f"engine failed: {type(e).__name__}")
+            self._end(req, FinishReason.ERROR, abort=True, error=error)
             self._apply(self.sched.finished(req.key, time.perf_counter()))
             return
         if req.output_tokens > 1 and req.t_first is not None:
@@ -294,8 +306,10 @@ class CompletionService:
             first_decode_ms=round((req.t_second - req.t_first) * 1000, 3) if req.t_second else 0.0,
             generate_ms=round(gen_s * 1000, 3),
             total_ms=round((now - req.t_recv) * 1000, 3),
-            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens, output_tokens=req.output_tokens,
-            tokens_per_s=round((req.output_tokens - 1) / gen_s, 1) if gen_s > 0 and req.output_tokens > 1 else 0.0,
+            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens,
+            output_tokens=req.output_tokens,
+            tokens_per_s=round((req.output_tokens - 1) / gen_s, 1)
+            if gen_s > 0 and req.output_tokens > 1 else 0.0,
             spec_proposed=req.spec_proposed, spec_accepted=req.spec_accepted,
         )
 

@@ -15,8 +15,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from backend import metrics
 from backend.service import CompletionService
 from backend.settings import Settings
-from protocol import (PROTOCOL_VERSION, Cancel, Complete, Error, ErrorCode, Hello, Message, ProtocolError, Telemetry,
-                      Welcome, decode, encode)
+from protocol import (PROTOCOL_VERSION, Cancel, Complete, Error, ErrorCode, Hello, Message, ProtocolError,
+                      Telemetry, Welcome, decode, encode)
 
 log = logging.getLogger("quickcode.session")
 
@@ -30,7 +30,8 @@ MAX_OUTBOX = 10_000  # frames queued for a client that does not read; past this 
 
 
 class Session:
-    def __init__(self, ws: WebSocket, service: CompletionService, settings: Settings, user: str | None, model: str):
+    def __init__(self, ws: WebSocket, service: CompletionService, settings: Settings, user: str | None,
+                 model: str):
         self.ws = ws
         self.service = service
         self.s = settings
@@ -91,18 +92,21 @@ class Session:
                 self._error(e)
                 continue
             if not isinstance(msg, Hello):
-                self._error(ProtocolError(ErrorCode.HELLO_REQUIRED, "the first frame must be 'hello'", getattr(msg, "id", None)))
+                self._error(ProtocolError(ErrorCode.HELLO_REQUIRED, "the first frame must be 'hello'",
+                                          getattr(msg, "id", None)))
                 continue
             if msg.protocol_version != PROTOCOL_VERSION:
-                self._error(ProtocolError(ErrorCode.VERSION_MISMATCH,
-                                          f"server speaks protocol {PROTOCOL_VERSION}, client {msg.protocol_version}"))
+                self._error(ProtocolError(
+                    ErrorCode.VERSION_MISMATCH,
+                    f"server speaks protocol {PROTOCOL_VERSION}, client {msg.protocol_version}"))
                 await self._flush()
                 await self.close(CLOSE_BAD_HELLO, "protocol version mismatch")
                 return False
             if self.user is None:
                 self.user = f"anon:{self.id}"   # an open server never lets one client name another's user
             self.send(Welcome(protocol_version=PROTOCOL_VERSION, session_id=self.id, server="quickcode",
-                              model=self.model, replica=self.s.replica_id, max_prompt_chars=self.s.max_prompt_chars,
+                              model=self.model, replica=self.s.replica_id,
+                              max_prompt_chars=self.s.max_prompt_chars,
                               max_tokens=self.s.max_tokens_limit, max_frame_bytes=self.s.max_frame_bytes,
                               max_prompt_tokens=self.service.prompt_budget_tokens,
                               context_chars=self.service.context_chars))

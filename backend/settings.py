@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
+                               TomlConfigSettingsSource)
 
 from backend.assets import config_path, models_dir
 
@@ -34,20 +35,22 @@ class Settings(BaseSettings):
     precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
     draft_model: Path = MODELS / "draft"
     spec_method: Literal["draft", "ngram", "off"] = "draft"
-    # K draft tokens per step. The embedded default on a CPU: 2 (vLLM at batch 1, same run: K=2 0.72x, K=8 0.50x
-    # of plain decoding — a CPU step costs mostly fixed overhead, so short drafts lose least; ngram or off are
-    # faster still there, see benchmarks/reports/draft.md). The GPU profile uses 5 (configs/gpu-13b-int8.toml).
+    # K draft tokens per step. The embedded default on a CPU: 2 (vLLM at batch 1, same run: K=2 0.72x, K=8
+    # 0.50x of plain decoding — a CPU step costs mostly fixed overhead, so short drafts lose least; ngram or
+    # off are faster still there, see benchmarks/reports/draft.md). The GPU profile uses 5
+    # (configs/gpu-13b-int8.toml).
     num_speculative_tokens: int = 2
     served_model_name: str = "quickcode-embedded"
     fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the template's (quickcode_fim.json or preset)
-    # auto: the model folder's quickcode_fim.json, else the preset detected from the tokenizer's special tokens;
-    # or a preset by name (backend/fim_templates.py PRESETS; the table in docs/operators.md)
+    # auto: the model folder's quickcode_fim.json, else the preset detected from the tokenizer's special
+    # tokens; or a preset by name (backend/fim_templates.py PRESETS; the table in docs/operators.md)
     fim_template: Literal["auto", "codegemma", "qwen2.5-coder", "deepseek-coder", "codellama", "codestral",
                           "starcoder2", "starcoder"] = "auto"
     # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
-    # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real models)
+    # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real
+    # models)
     fim_policy: Literal["always", "mid_line"] = "mid_line"
-    heal_space: bool = True               # a prefix ending in a space: the model writes it (backend/fim.py `heal`)
+    heal_space: bool = True               # a prefix ending in a space: the model writes it (fim.py `heal`)
 
     # ── vLLM engine
     dtype: str = "bfloat16"
@@ -56,13 +59,14 @@ class Settings(BaseSettings):
     max_model_len: int | None = None
     block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
     enable_prefix_caching: bool = True
-    # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) | shared
-    # (everyone: a hit tells a user that someone sent the same text) | auto (user; shared on an open loopback server)
+    # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) |
+    # shared (everyone: a hit tells a user that someone sent the same text) | auto (user; shared on an open
+    # loopback server)
     cache_isolation: Literal["auto", "user", "team", "shared"] = "auto"
     kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
     gpu_memory_utilization: float = 0.90
     enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
-    tensor_parallel_size: int = 1         # GPUs one model copy is split over (within a node; docs/operators.md)
+    tensor_parallel_size: int = 1         # GPUs one model copy is split over, in a node (docs/operators.md)
     pipeline_parallel_size: int = 1       # layer stages, usually one per node (multi-node: with Ray)
     data_parallel_size: int = 1           # model copies inside this one engine (vLLM balances between them)
     distributed_executor_backend: Literal["mp", "ray"] | None = None   # None: vLLM picks (mp on one node)
@@ -77,8 +81,8 @@ class Settings(BaseSettings):
     ttft_budget_ms: float = 200.0         # shed when the predicted wait would break it
     prefetch_max_running_share: float = 0.5  # prefetches only start below this share of max_running
     shed_enabled: bool = True
-    debug_endpoints: bool = False         # POST /debug/scheduler (benchmarks switch fifo/latency on one engine)
-    admin_token_sha256: str = ""          # the only token /debug/* takes (`quickcode token admin`); required by it
+    debug_endpoints: bool = False         # POST /debug/scheduler (benchmarks: fifo/latency on one engine)
+    admin_token_sha256: str = ""          # the one token /debug/* takes (`quickcode token admin`), and needs
 
     # ── limits (typed errors beyond these)
     max_frame_bytes: int = 1 << 20
@@ -95,7 +99,7 @@ class Settings(BaseSettings):
     telemetry_burst: int = 100
     max_sessions: int = 20_000
     max_sessions_per_user: int = 16       # one token cannot take every session slot (a user's editors, tools)
-    hello_timeout_s: float = 10.0         # absolute: from the connection, however many frames come before hello
+    hello_timeout_s: float = 10.0         # from the connection, however many frames come before hello
 
     # ── auth
     auth_tokens_file: Path | None = None  # hashed tokens from `quickcode token issue`; None = open (loopback)
@@ -115,12 +119,15 @@ class Settings(BaseSettings):
     log_level: str = "info"
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings],
+                                   init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource):
         sources = [init_settings, env_settings]
         if os.environ.get("QUICKCODE_CONFIG"):
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=config_path(os.environ["QUICKCODE_CONFIG"])))
+            toml_file = config_path(os.environ["QUICKCODE_CONFIG"])
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
         return tuple(sources)
 
     @property

@@ -1,4 +1,4 @@
-"""Who may share what: the prefix-cache tenant of a user, and whether this server may listen where it is told to.
+"""Who may share what: a user's prefix-cache tenant, and whether this server may listen where it is told to.
 
 vLLM's prefix cache is shared by every request on a replica unless a request carries a `cache_salt`: then its
 blocks hash differently and only requests with the same salt can hit them. A hit shows in a reply
@@ -25,7 +25,8 @@ Isolation = Literal["user", "team", "shared"]
 
 
 def is_loopback(host: str) -> bool:
-    """127.0.0.0/8, ::1 and `localhost`; everything else (0.0.0.0, ::, a LAN address, a name) is the network."""
+    """127.0.0.0/8, ::1 and `localhost`; everything else (0.0.0.0, ::, a LAN address, a name) is the
+    network."""
     if host.strip().lower() in ("localhost", "localhost.", "ip6-localhost"):
         return True
     try:
@@ -41,7 +42,8 @@ def resolve_isolation(setting: str, tokens_enabled: bool, host: str) -> Isolatio
 
 
 class BindRefused(SystemExit):
-    """Raised (exit status 1, the message on stderr) when an open server would listen beyond loopback without the operator's consent."""
+    """Raised (exit status 1, the message on stderr) when an open server would listen beyond loopback
+    without the operator's consent."""
 
 
 def check_bind(host: str, tokens_enabled: bool, allow_open: bool) -> None:
@@ -52,14 +54,14 @@ def check_bind(host: str, tokens_enabled: bool, allow_open: bool) -> None:
         return
     if not allow_open:
         raise BindRefused(
-            f"quickcode: refusing to listen on {host!r} without API tokens: anyone who can reach this port could "
-            f"use the model and every per-user limit would be void.\n"
+            f"quickcode: refusing to listen on {host!r} without API tokens: anyone who can reach this port "
+            f"could use the model and every per-user limit would be void.\n"
             f"  Issue tokens:  quickcode token issue --user NAME --file tokens  and serve with "
             f"--set auth_tokens_file=tokens (and TLS: ssl_certfile/ssl_keyfile), see docs/operators.md;\n"
             f"  or bind to loopback:  --host 127.0.0.1;\n"
             f"  or, if this network is yours alone, say so:  --set allow_open=true")
-    log.warning("!!! OPEN SERVER: listening on %s WITHOUT API tokens (allow_open = true): anyone who can reach this "
-                "port can use it, and each connection is a new anonymous user !!!", host)
+    log.warning("!!! OPEN SERVER: listening on %s WITHOUT API tokens (allow_open = true): anyone who can "
+                "reach this port can use it, and each connection is a new anonymous user !!!", host)
 
 
 class Tenancy:

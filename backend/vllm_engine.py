@@ -1,8 +1,9 @@
-"""`VllmEngine`: the `Engine` on vLLM's AsyncLLM — engine arguments from settings, DELTA token streaming, abort,
-engine statistics.
+"""`VllmEngine`: the `Engine` on vLLM's AsyncLLM — engine arguments from settings, DELTA token streaming,
+abort, engine statistics.
 
-The only module of the backend that imports vLLM. The draft model rides in `speculative_config`; prefix caching uses a
-small block size so that a prompt that grows by a keystroke still hits (vLLM caches whole blocks only).
+The only module of the backend that imports vLLM. The draft model rides in `speculative_config`; prefix
+caching uses a small block size so that a prompt that grows by a keystroke still hits (vLLM caches whole
+blocks only).
 """
 from __future__ import annotations
 
@@ -49,8 +50,9 @@ def stat_logger_factory(stats: EngineStats):
                 stats.spec_drafts += sd.num_drafts
                 stats.spec_draft_tokens += sd.num_draft_tokens
                 stats.spec_accepted_tokens += sd.num_accepted_tokens
-                if len(stats.spec_accepted_per_pos) < len(sd.num_accepted_tokens_per_pos):
-                    stats.spec_accepted_per_pos += [0] * (len(sd.num_accepted_tokens_per_pos) - len(stats.spec_accepted_per_pos))
+                missing = len(sd.num_accepted_tokens_per_pos) - len(stats.spec_accepted_per_pos)
+                if missing > 0:
+                    stats.spec_accepted_per_pos += [0] * missing
                 for i, n in enumerate(sd.num_accepted_tokens_per_pos):
                     stats.spec_accepted_per_pos[i] += n
             stats.steps += 1
@@ -89,7 +91,8 @@ def engine_args(s: Settings):
 
     spec = None
     if s.spec_method == "draft":
-        spec = {"method": "draft_model", "model": str(s.draft_model), "num_speculative_tokens": s.num_speculative_tokens}
+        spec = {"method": "draft_model", "model": str(s.draft_model),
+                "num_speculative_tokens": s.num_speculative_tokens}
     elif s.spec_method == "ngram":
         spec = {"method": "ngram", "num_speculative_tokens": s.num_speculative_tokens,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
@@ -131,7 +134,8 @@ class VllmEngine:
         t0 = time.perf_counter()
         try:
             check_head_sizes(s)
-            self.llm = AsyncLLM.from_engine_args(engine_args(s), stat_loggers=[stat_logger_factory(self.stats)])
+            self.llm = AsyncLLM.from_engine_args(engine_args(s),
+                                                 stat_loggers=[stat_logger_factory(self.stats)])
         except Exception as e:  # the engine did not come up: /readyz stays red and says why
             self.start_error = f"{type(e).__name__}: {e}"
             raise
@@ -142,16 +146,18 @@ class VllmEngine:
                          name="engine-death-reaper").start()
 
     def _reap_on_death(self, procs: list[tuple[int, float]]) -> None:
-        """When the EngineCore dies, vLLM notices at once (`errored`), but the core's workers, orphaned, linger
-        until they read their death pipe — 7 to 40 s on a loaded 2-core machine — holding the memory (or the
-        GPU) a restarted engine needs. Kill the engine processes seen at start-up (pid + creation time)."""
+        """When the EngineCore dies, vLLM notices at once (`errored`), but the core's workers, orphaned,
+        linger until they read their death pipe — 7 to 40 s on a loaded 2-core machine — holding the memory
+        (or the GPU) a restarted engine needs. Kill the engine processes seen at start-up (pid + creation
+        time)."""
         while not self.llm.errored:
             time.sleep(0.25)
         if self._stopping:
             return   # a normal shutdown: vLLM stops its own processes
         import psutil
 
-        log.error("the engine died: /readyz is red, requests get engine_unavailable; killing its leftover processes")
+        log.error("the engine died: /readyz is red, requests get engine_unavailable; "
+                  "killing its leftover processes")
         for pid, created in procs:
             try:
                 p = psutil.Process(pid)
@@ -185,7 +191,8 @@ class VllmEngine:
 
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
+                       temperature: float, priority: int,
+                       cache_salt: str | None = None) -> AsyncIterator[Delta]:
         """Stream deltas. Cancelling the consumer (or `abort`) aborts the engine request. `cache_salt`: the
         tenant's salt (backend/tenancy.py) — prefix-cache hits only among requests with the same salt."""
         from vllm import SamplingParams
@@ -196,8 +203,8 @@ class VllmEngine:
                                 stop_token_ids=list(self.template.stop_ids) if self.template else None,
                                 output_kind=RequestOutputKind.DELTA, skip_special_tokens=True)
         # Rendered here (cheap for ids: ~0.05 ms at 1,500 tokens) so that AsyncLLM takes its synchronous input
-        # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50 on
-        # this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
+        # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50
+        # on this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
         tokens = TokensPrompt(prompt_token_ids=prompt_ids)
         if cache_salt is not None:
             tokens["cache_salt"] = cache_salt

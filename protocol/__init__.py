@@ -10,7 +10,8 @@ __version__ = "0.1.0"   # quickcode's release, which both sides report (the wire
 
 __all__ = [
     "__version__",
-    "MAX_ID_CHARS", "decode", "encode", "ErrorCode", "ProtocolError", "DEFAULT_MAX_FRAME_BYTES", "MESSAGE_TYPES",
+    "MAX_ID_CHARS", "decode", "encode", "ErrorCode", "ProtocolError", "DEFAULT_MAX_FRAME_BYTES",
+    "MESSAGE_TYPES",
     "PROTOCOL_VERSION", "Cancel", "Chunk", "Complete", "Done", "Error", "FinishReason", "Hello", "Message",
     "Priority", "Snippet", "Telemetry", "TelemetryEvent", "Timing", "Welcome",
 ]

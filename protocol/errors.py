@@ -32,7 +32,8 @@ class ErrorCode(StrEnum):
 
 
 class ProtocolError(Exception):
-    """A typed failure: `code` is machine-readable, `message` is for people, `id` names the request if known."""
+    """A typed failure: `code` is machine-readable, `message` is for people, `id` names the request if
+    known."""
 
     def __init__(self, code: ErrorCode, message: str, id: str | None = None):
         super().__init__(f"{code}: {message}")

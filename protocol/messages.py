@@ -58,9 +58,9 @@ class Welcome:
     max_prompt_chars: int = 0    # a longer prefix + suffix + snippets is refused (prompt_too_long)
     max_tokens: int = 0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    # the served model's prompt budget (its trained context less room for the completion) and the characters of
-    # prefix + suffix that fill it: the server cuts a longer prompt, so a client sends windows of at most this
-    # size (0: unknown, the client keeps its own)
+    # the served model's prompt budget (its trained context less room for the completion) and the characters
+    # of prefix + suffix that fill it: the server cuts a longer prompt, so a client sends windows of at most
+    # this size (0: unknown, the client keeps its own)
     max_prompt_tokens: int = 0
     context_chars: int = 0
 
@@ -74,7 +74,8 @@ class Snippet:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Complete:
-    """Client → server: complete between `prefix` and `suffix`. `id` is chosen by the client, unique in its session."""
+    """Client → server: complete between `prefix` and `suffix`. `id` is chosen by the client, unique in its
+    session."""
     kind: Literal["complete"] = "complete"
     id: str
     prefix: str

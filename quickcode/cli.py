@@ -13,7 +13,8 @@ COMMANDS = {
     "token": "issue or revoke per-user API tokens",
     "lsp": "the language server on stdio (editors launch this)",
     "doctor": "why are completions empty? check a backend endpoint step by step and print each fix",
-    "demo": "start the backend and the language server, replay typing of a real file, print completions and timings",
+    "demo": "start the backend and the language server, replay typing of a real file, print completions "
+            "and timings",
     "model": "train, distil, evaluate, quantize and export models",
     "bench": "benchmarks: a markdown report, then one JSON line of headline figures",
     "report": "latency breakdown table (component, p50, p95, share)",

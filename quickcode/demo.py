@@ -24,9 +24,12 @@ console = Console(stderr=True, width=130)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="use a running backend (ws://host:port/v1/ws) instead of starting one")
-    p.add_argument("--file", type=Path, default=None, help="source file to type (default: a held-out stdlib module)")
-    p.add_argument("--prefill-lines", type=int, default=40, help="lines already in the file when it is opened")
+    p.add_argument("--url", default=None,
+                   help="use a running backend (ws://host:port/v1/ws) instead of starting one")
+    p.add_argument("--file", type=Path, default=None,
+                   help="source file to type (default: a held-out stdlib module)")
+    p.add_argument("--prefill-lines", type=int, default=40,
+                   help="lines already in the file when it is opened")
     p.add_argument("--chars", type=int, default=700, help="characters to type")
     p.add_argument("--style", choices=["vscode", "neovim"], default="vscode")
     p.add_argument("--speed", type=float, default=1.5, help="typing speed multiple (1 ≈ 55 words/minute)")
@@ -34,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def heldout_file() -> Path:
-    """A standard-library module held out of the models' training (named in models/target/quickcode_train.json)."""
+    """A standard-library module held out of the models' training (named in
+    models/target/quickcode_train.json)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     try:
         from backend.assets import models_dir
@@ -129,11 +133,13 @@ def run(args: argparse.Namespace) -> int:
     console.print(table)
 
     t2 = Table(title="backend requests: time to first chunk at the language server")
-    for col in ("id", "first chunk ms", "engine TTFT ms", "queue ms", "network ms", "prompt/cached tokens", "out tokens", "finish"):
+    for col in ("id", "first chunk ms", "engine TTFT ms", "queue ms", "network ms", "prompt/cached tokens",
+                "out tokens", "finish"):
         t2.add_column(col)
     for w in falls[-12:]:
-        t2.add_row(w["id"], f"{w['client_first_chunk_ms']:.1f}", f"{w.get('ttft_ms', 0):.1f}", f"{w.get('queue_ms', 0):.1f}",
-                   f"{w.get('network_ms', 0):.1f}", f"{w.get('prompt_tokens', 0)}/{w.get('cached_tokens', 0)}",
+        t2.add_row(w["id"], f"{w['client_first_chunk_ms']:.1f}", f"{w.get('ttft_ms', 0):.1f}",
+                   f"{w.get('queue_ms', 0):.1f}", f"{w.get('network_ms', 0):.1f}",
+                   f"{w.get('prompt_tokens', 0)}/{w.get('cached_tokens', 0)}",
                    str(w.get("output_tokens", "")), str(w.get("finish", w.get("lost", ""))))
     console.print(t2)
 
@@ -142,10 +148,12 @@ def run(args: argparse.Namespace) -> int:
         "file": path.name, "typed_chars": res.typed_chars, "keystrokes": res.keystrokes,
         "editor_requests": res.requests, "backend_requests": stats.get("backend_requests"),
         "suggestions_shown": res.shown, "accepted": res.accepted, "accepted_chars": res.accepted_chars,
-        "share_of_text_from_completions": round(res.accepted_chars / max(1, res.accepted_chars + res.typed_chars), 3),
+        "share_of_text_from_completions":
+            round(res.accepted_chars / max(1, res.accepted_chars + res.typed_chars), 3),
         "served_from_cache": stats.get("served_cache"), "served_inflight": stats.get("served_inflight"),
         "first_chunk_ms_p50": _pct(first, 50), "first_chunk_ms_p95": _pct(first, 95),
-        "pause_to_ghost_ms_p50": _pct(res.pause_to_ghost_ms, 50), "pause_to_ghost_ms_p95": _pct(res.pause_to_ghost_ms, 95),
+        "pause_to_ghost_ms_p50": _pct(res.pause_to_ghost_ms, 50),
+        "pause_to_ghost_ms_p95": _pct(res.pause_to_ghost_ms, 95),
         "file_matches_source": res.final_text.endswith(out["target"]),
     }
     console.print(f"\n[bold]{res.accepted} completions accepted[/], {res.accepted_chars} characters "
