@@ -56,8 +56,8 @@ def check_head_size(model_dir: Path, supported: Collection[int]) -> None:
     attention backend's `get_supported_head_sizes()`); a folder that does not say passes (vLLM decides)."""
     config = _read_json(Path(model_dir) / "config.json")
     hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
-    head_dim = config.get("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
-                                          and heads > 0 else None)
+    counted = isinstance(hidden, int) and isinstance(heads, int) and heads > 0
+    head_dim = config.get("head_dim") or (hidden // heads if counted else None)
     if isinstance(head_dim, int) and head_dim not in supported:
         raise ValueError(f"{model_dir}: attention head size {head_dim} (hidden_size {hidden} / "
                          f"{heads} heads) has no kernel in this engine's attention backend (supported: "
