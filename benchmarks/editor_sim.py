@@ -55,25 +55,40 @@ class Event:
 
 @dataclass
 class SessionResult:
-    keystrokes: int = 0
-    requests: int = 0
-    shown: int = 0
-    accepted: int = 0
-    accepted_chars: int = 0
-    typed_chars: int = 0
-    pauses: int = 0
-    pause_to_ghost_ms: list[float] = field(default_factory=list)   # for pauses where ghost text appeared
-    request_latency_ms: list[float] = field(default_factory=list)  # request → non-empty answer
-    events: list[Event] = field(default_factory=list)
-    accepted_texts: list[str] = field(default_factory=list)
-    final_text: str = ""
-    segment_chars: int = 0
-    # position by position (offsets `at` are into the typed segment): what a benchmark needs to tell where
-    # accepted characters were won or lost
+    """What a session did: the position-by-position logs (offsets `at` are into the typed segment: what a
+    benchmark needs to tell where accepted characters were won or lost) and the counts read off them."""
     asks: list[dict] = field(default_factory=list)       # {at, version, t_ms, end_ms, outcome, text, id}
     shows: list[dict] = field(default_factory=list)      # {at, version, t_ms, text, id, pause}
     accepts: list[dict] = field(default_factory=list)    # {at, text, id}
     waits: list[dict] = field(default_factory=list)      # {at, gap_ms, ghost_ms}: every gap before a key
+    pause_to_ghost_ms: list[float] = field(default_factory=list)   # for pauses where ghost text appeared
+    request_latency_ms: list[float] = field(default_factory=list)  # request → non-empty answer
+    events: list[Event] = field(default_factory=list)
+    keystrokes: int = 0
+    typed_chars: int = 0
+    pauses: int = 0
+    final_text: str = ""
+    segment_chars: int = 0
+
+    @property
+    def requests(self) -> int:
+        return len(self.asks)
+
+    @property
+    def shown(self) -> int:
+        return len(self.shows)
+
+    @property
+    def accepted(self) -> int:
+        return len(self.accepts)
+
+    @property
+    def accepted_texts(self) -> list[str]:
+        return [a["text"] for a in self.accepts]
+
+    @property
+    def accepted_chars(self) -> int:
+        return sum(len(a["text"]) for a in self.accepts)
 
 
 class SimEditor:
@@ -217,7 +232,6 @@ class SimEditor:
                 return
             t = self.now_ms()
             shown = {"text": text, "item": item, "version": version, "t_ms": t}
-            res.shown += 1
             res.request_latency_ms.append(t - ask["t_ms"])
             res.events.append(Event(t, "shown", {"text": text[:80]}))
             res.shows.append({"at": ask["at"], "version": version, "t_ms": round(t, 1), "text": text,
@@ -228,7 +242,6 @@ class SimEditor:
             nonlocal pending
             if pending is not None and not pending[1].done():
                 self.cancel(pending[0])           # VS Code cancels the previous request ($/cancelRequest)
-            res.requests += 1
             ask = {"at": at, "version": self.version, "t_ms": round(self.now_ms(), 1), "outcome": None}
             res.asks.append(ask)
             pending = self.ask()
@@ -240,9 +253,6 @@ class SimEditor:
             self.insert(text)
             if cmd is not None:
                 await self.command(cmd.command, *(cmd.arguments or []))
-            res.accepted += 1
-            res.accepted_chars += len(text)
-            res.accepted_texts.append(text)
             res.accepts.append({"at": at, "text": text, "id": _item_id(shown["item"])})
             res.events.append(Event(self.now_ms(), "accepted", {"text": text[:80]}))
             shown = None

@@ -25,3 +25,14 @@ def test_the_developers_pauses_and_coins_depend_only_on_the_seed_and_the_place()
     m = TypingModel()
     assert [m.gap_ms(a.rng_at(i), "x") for i in range(5)] == [m.gap_ms(b.rng_at(i), "x") for i in range(5)]
     assert m.gap_ms(SimEditor(["true"], seed=8).rng_at(0), "x") != m.gap_ms(a.rng_at(0), "x")
+
+
+def test_a_sessions_counts_are_read_off_its_position_logs():
+    """Requests, shows and acceptances are counted from the logs the benchmark attributes by place: the two
+    can never disagree."""
+    from benchmarks.editor_sim import SessionResult
+
+    res = SessionResult(asks=[{"at": 0}, {"at": 1}, {"at": 1}], shows=[{"at": 1, "text": "ab"}],
+                        accepts=[{"at": 1, "text": "ab"}, {"at": 5, "text": "c\n"}])
+    assert (res.requests, res.shown, res.accepted, res.accepted_chars) == (3, 1, 2, 4)
+    assert res.accepted_texts == ["ab", "c\n"]
