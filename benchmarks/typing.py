@@ -51,6 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arms", default="ours,naive,honest",
                    help="configurations: ours, naive, honest (the compared ones), no_predictor (ours without the "
                         "acceptance predictor)")
+    p.add_argument("--ours-settings", type=json.loads, default=None, metavar="JSON",
+                   help="client settings over ours' defaults, e.g. an earlier client's defaults for a before/after "
+                        "comparison: '{\"predictor\": true, \"hot_streak_lines\": 3}' (kept in the rows' key)")
     p.add_argument("--rows", type=Path, default=None,
                    help="keep each session's record in this JSON-lines file and continue from it: sessions already "
                         "there (same client code, seed, size) are not typed again")
@@ -150,6 +153,20 @@ def _code_key() -> str:
     return h.hexdigest()[:12]
 
 
+def _setting_key(args) -> dict:
+    """What else the pooled sessions must share when it is not the default: ours' settings over the defaults and
+    the backend's QUICKCODE_* environment (e.g. QUICKCODE_MAX_MODEL_LEN, the prompt budget)."""
+    import os
+
+    key = {}
+    if getattr(args, "ours_settings", None):
+        key["ours_settings"] = args.ours_settings
+    env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("QUICKCODE_")}
+    if env and getattr(args, "url", None) is None:
+        key["backend_env"] = env
+    return key
+
+
 def _load_rows(path: Path | None, key: dict) -> dict[tuple[int, str], dict]:
     rows = {}
     if path is None or not path.exists():
@@ -178,7 +195,8 @@ def run(args: argparse.Namespace) -> dict:
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if "ours" not in arms or not set(arms) <= set(ARMS):
         raise SystemExit(f"--arms: 'ours' and any of {', '.join(a for a in ARMS if a != 'ours')} (got {args.arms!r})")
-    key = {"code": _code_key(), "seed": args.seed, "chars": args.chars, "speed": args.speed}
+    key = {"code": _code_key(), "seed": args.seed, "chars": args.chars, "speed": args.speed, **_setting_key(args)}
+    arm_settings = {**ARMS, "ours": {**ARMS["ours"], **(getattr(args, "ours_settings", None) or {})}}
     rows = _load_rows(args.rows, key)
     segs = _segments(_files(args), args.sessions, args.chars, args.seed)
     todo = [i for i in range(len(segs)) if any((i, a) not in rows for a in arms)]
@@ -202,7 +220,7 @@ def run(args: argparse.Namespace) -> dict:
                 seg = segs[i]
                 print(f"[typing] session {i + 1}/{len(segs)} {name}: {seg[0].name}, {len(seg[2])} chars",
                       file=sys.stderr, flush=True)
-                r = asyncio.run(_session(url, ARMS[name], seg, args.seed + i, args.speed, state[name]))
+                r = asyncio.run(_session(url, arm_settings[name], seg, args.seed + i, args.speed, state[name]))
                 r.update(key, session=i, arm=name, file=seg[0].name)
                 rows[(i, name)] = r
                 if args.rows is not None:
@@ -253,7 +271,9 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
             f"seed {args.seed}; files {', '.join(files)}, held out of the models' training); client code "
             f"`{key['code']}`. The arms type the same segments, rotated; the simulated developer meets the same "
             "pauses at the same places in every arm. Intervals: 90 %, resampling whole segments with "
-            "replacement (2,000 draws), paired across arms.")
+            "replacement (2,000 draws), paired across arms."
+            + "".join(f" {k.replace('_', ' ').capitalize()}: `{json.dumps(key[k])}`." for k in ("ours_settings", "backend_env")
+                      if k in key))
     pc = lambda a, k, f="{:.1f}": _fmt_ci(summ[a][k], ci.get(f"{a}.{k}"), f)
     rows = [
         ["accepted characters per 100 typed", *(pc(a, "accepted_per_100", "{:.2f}") for a in arms)],
@@ -339,7 +359,8 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
                if decisions else "") + ".")
     _plot(rep, {a: summ[a]["_lat"] for a in arms})
     rnd = lambda x, n=3: None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else round(x, n)
-    headline = {"segments": len(sessions), "chars_per_segment": args.chars, "client_code": key["code"]}
+    headline = {"segments": len(sessions), "chars_per_segment": args.chars, "client_code": key["code"],
+                **{k: key[k] for k in ("ours_settings", "backend_env") if k in key}}
     for a in arms:
         s = summ[a]
         headline[a] = {"accepted_chars": s["accepted_chars"], "accepted_per_100": rnd(s["accepted_per_100"], 2),

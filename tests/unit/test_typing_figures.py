@@ -77,3 +77,25 @@ def test_intervals_pair_the_arms_and_bracket_the_ratio():
     assert ci["accepted_ratio_vs_naive"] == [2.0, 2.0]      # paired: every draw has the same ratio
     assert ci["fewer_requests_vs_naive"] == [0.0, 0.0]
     assert math.isnan(ci["p95_minus_naive_ms"][0])           # no pauses: no latency figure
+
+
+def test_rows_typed_with_other_client_settings_or_backend_environment_are_not_pooled(monkeypatch, tmp_path):
+    """--ours-settings and QUICKCODE_* (e.g. the prompt budget) are part of the rows' key: a run continued with
+    other settings types its segments again instead of pooling them."""
+    import argparse
+    import json
+
+    from benchmarks import typing as ty
+
+    monkeypatch.delenv("QUICKCODE_MAX_MODEL_LEN", raising=False)
+    plain = argparse.Namespace(ours_settings=None, url=None)
+    older = argparse.Namespace(ours_settings={"predictor": True}, url=None)
+    assert ty._setting_key(plain) == {}
+    monkeypatch.setenv("QUICKCODE_MAX_MODEL_LEN", "2048")
+    key = {"code": "c", **ty._setting_key(older)}
+    assert key == {"code": "c", "ours_settings": {"predictor": True},
+                   "backend_env": {"QUICKCODE_MAX_MODEL_LEN": "2048"}}
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"code": "c", "session": 0, "arm": "ours"}) + "\n"
+                    + json.dumps({**key, "session": 1, "arm": "ours"}) + "\n")
+    assert list(ty._load_rows(rows, key)) == [(1, "ours")]
