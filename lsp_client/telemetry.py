@@ -33,7 +33,7 @@ class Outcomes:
         for old in [x for x in self.shown.values() if x.uri == s.uri and x.id != s.id]:
             self._end(old, TelemetryEvent.DISMISSED, 0, s.shown_s)
         if s.id in self.shown:
-            self.shown[s.id].text = s.text       # the same request again, grown since its text was shown early
+            self.shown[s.id].text = s.text       # the same request again, grown since shown early
             return
         self.shown[s.id] = s
         self.counts["shown"] += 1
@@ -47,10 +47,10 @@ class Outcomes:
         return s
 
     def on_edit(self, uri: str, text: str, cursor: int, grew_chars: int, now_s: float) -> Shown | None:
-        """An edit that grew the document by more than a keystroke and left `text` before `cursor` ending with a
-        shown completion's prefix and whole text accepted it: how clients that run no item command accept (eglot
-        inserts the completion-menu item and says nothing more). The completion, or None. A client that also
-        runs `quickcode.accept` after the edit finds it accepted already: counted once."""
+        """An edit that grew the document by more than a keystroke and left `text` before `cursor` ending
+        with a shown completion's prefix and whole text accepted it: how clients that run no item command
+        accept (eglot inserts the completion-menu item and says nothing more). The completion, or None. A
+        client that also runs `quickcode.accept` after the edit finds it accepted already: counted once."""
         if grew_chars < 2:
             return None
         for s in [x for x in self.shown.values() if x.uri == uri]:

@@ -1,9 +1,9 @@
 """Emacs for real: Debian's Emacs 28 + eglot 1.9 (scripts/setup.sh editors) runs `quickcode lsp` through
-editors/emacs/quickcode.el (`quickcode-eglot-setup`), asks for completions at the cursor, gets the suggestion as
-one completion-at-point candidate and inserts it with `completion-at-point`, which the language server counts as
-accepted (quickcode.stats: eglot runs no item command) — against a running backend (an in-process one over the
-fake engine: the test is about the editor path, not the model). lsp-mode's ghost text needs lsp-mode 9, which
-Debian 12 does not ship: only its registration is tested (test_editor_configs.py)."""
+editors/emacs/quickcode.el (`quickcode-eglot-setup`), asks for completions at the cursor, gets the suggestion
+as one completion-at-point candidate and inserts it with `completion-at-point`, which the language server
+counts as accepted (quickcode.stats: eglot runs no item command) — against a running backend (an in-process
+one over the fake engine: the test is about the editor path, not the model). lsp-mode's ghost text needs
+lsp-mode 9, which Debian 12 does not ship: only its registration is tested (test_editor_configs.py)."""
 from __future__ import annotations
 
 import glob

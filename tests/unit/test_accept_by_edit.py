@@ -1,7 +1,8 @@
 """Accepted by the edit itself: clients that run no item command (eglot's completion-at-point) still count.
 
-An editor inserts `def add(a, b):\n║` + the shown `    return a + b` in one edit: accepted, once, with its whole
-length, even when the client also runs `quickcode.accept` afterwards (VS Code, Neovim); a keystroke is no accept.
+An editor inserts `def add(a, b):\n║` + the shown `    return a + b` in one edit: accepted, once, with its
+whole length, even when the client also runs `quickcode.accept` afterwards (VS Code, Neovim); a keystroke is
+no accept.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_a_keystroke_or_another_edit_is_no_accept():
 
 def test_a_suggestion_shown_early_then_grown_is_accepted_with_its_grown_text():
     o, _ = outcomes()
-    show(o, text="    return")             # the text final so far; the same request answers again once complete
+    show(o, text="    return")             # the text final so far; the same request answers again when done
     show(o)
     after = BEFORE + TEXT
     assert o.on_edit("file:///add.py", after, len(after), len(TEXT), now_s=1.0) is not None

@@ -17,5 +17,6 @@ MAX_CHARS = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["ruff"]
 def test_no_line_is_longer_than_the_configured_length(package):
     long = [f"{path.relative_to(REPO)}:{n}: {len(line)} chars"
             for path in sorted((REPO / package).rglob("*.py"))
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if len(line) > MAX_CHARS]
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if len(line) > MAX_CHARS]
     assert not long, f"lines over {MAX_CHARS} characters:\n" + "\n".join(long)
