@@ -1,6 +1,7 @@
 """Shared fixtures. One real backend (`quickcode serve`, real vLLM on the committed tiny models) per test
 session, started on first use by any test marked `engine`; editor and LSP tests reuse it. `fake_backend` starts
-in-process backends (real uvicorn, real sockets) over a `FakeEngine`, for tests of our own code."""
+in-process backends (real uvicorn, real sockets) over a `FakeEngine`, for tests of our own code; `fake` is one
+such backend shared by a module's tests, whose text depends on the whole prompt (`prompt_words`)."""
 from __future__ import annotations
 
 import os
@@ -28,6 +29,26 @@ def backend() -> RunningBackend:
     stop_backend(b)
 
 
+def prompt_words(prompt: str) -> list[str]:
+    """A `FakeEngine` script: 40 tokens that depend on the whole prompt (a changed prompt, a changed text)."""
+    h = sum(ord(c) * (i + 1) for i, c in enumerate(prompt)) % 1000
+    return [f" w{(h + 7 * i) % 1000}" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def fake():
+    """One in-process backend for the module's tests over a `FakeEngine` writing `prompt_words`: the same text
+    means the same prompt (tests that only ask and compare answers; those that need settings of their own or
+    an engine's exact counts use `fake_backend`)."""
+    from backend.fake_engine import FakeEngine
+    from backend.launch import InProcessBackend
+    from backend.settings import Settings
+
+    s = Settings(spec_method="off", replica_id="fake", shutdown_drain_s=0.0)
+    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b:
+        yield b
+
+
 @pytest.fixture
 def fake_backend():
     """`fake_backend(engine=None, *, wait_ready=True, **settings)` → a started `InProcessBackend` over a
@@ -39,7 +60,8 @@ def fake_backend():
     started = []
 
     def make(engine=None, *, wait_ready: bool = True, **overrides):
-        settings = Settings(**{"spec_method": "off", "shutdown_drain_s": 0.5, "replica_id": "fake", **overrides})
+        # no drain at the end of a test: its stop need not wait for requests the test left running
+        settings = Settings(**{"spec_method": "off", "shutdown_drain_s": 0.0, "replica_id": "fake", **overrides})
         b = InProcessBackend(settings, engine or FakeEngine(settings), wait_ready=wait_ready)
         started.append(b)
         return b.start()

@@ -18,19 +18,10 @@ import pytest
 from backend.fake_engine import FakeEngine, ManualClock
 from backend.launch import InProcessBackend
 from backend.settings import Settings
+from tests.waits import until
 from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 FOREVER = lambda prompt: itertools.repeat(" x")   # noqa: E731 — a request that runs until max_tokens
-
-
-def eventually(predicate, timeout_s: float = 5.0, what: str = "the condition"):
-    """Poll until `predicate()` is truthy (an upper bound for a failure, not a speed expectation)."""
-    deadline = time.monotonic() + timeout_s
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout_s} s")
-        time.sleep(0.002)
-    return value
 
 
 def held(fake_backend, **settings):
@@ -43,20 +34,29 @@ def held(fake_backend, **settings):
 
 def first_chunk(b, engine, clock, ws, rid: str) -> dict:
     """Let the engine produce `rid`'s first token and read its chunk."""
-    eventually(lambda: engine.by_client_id(rid) and engine.by_client_id(rid)[0].state == "running",
-               what=f"{rid} running in the engine")
+    until(lambda: engine.by_client_id(rid) and engine.by_client_id(rid)[0].state == "running",
+          f"{rid} running in the engine", poll_s=0.002)
     clock.step(engine.ttft_s)
     m = recv(ws, 5)
     assert m == {"kind": "chunk", "id": rid, "text": m["text"]} and m["text"], m
     return m
 
 
+def streaming(fake_backend, rid: str, prefix: str):
+    """A held backend, a session, and `rid` streaming in it (its first chunk read): (b, engine, clock, ws)."""
+    b, engine, clock = held(fake_backend)
+    ws, _ = open_session(b.ws_url)
+    ws.send(json.dumps({"kind": "complete", "id": rid, "prefix": prefix, "max_tokens": 256}))
+    first_chunk(b, engine, clock, ws, rid)
+    return b, engine, clock, ws
+
+
 def assert_aborted_and_idle(engine, clock, rid: str) -> None:
     """The engine ended `rid` as aborted, holds nothing, and writes no token for it however long time runs."""
     (req,) = engine.by_client_id(rid)
-    eventually(lambda: req.state == "finished", what=f"{rid} finished in the engine")
+    until(lambda: req.state == "finished", f"{rid} finished in the engine", poll_s=0.002)
     assert req.finish_reason == "abort", (req.finish_reason, req.ended_by)
-    eventually(lambda: engine.stats.num_running == 0 and engine.stats.num_waiting == 0, what="engine idle")
+    until(lambda: engine.stats.num_running == engine.stats.num_waiting == 0, "engine idle", poll_s=0.002)
     tokens = len(req.tokens)
     clock.advance(3600.0)
     time.sleep(0.05)
@@ -80,16 +80,14 @@ def assert_silent(ws, for_s: float = 0.2) -> None:
 # ── aborts reach the engine
 
 def test_a_superseded_request_is_aborted_in_the_engine(fake_backend):
-    b, engine, clock = held(fake_backend)
-    ws, _ = open_session(b.ws_url)
+    b, engine, clock, ws = streaming(fake_backend, "old", "def f(x):\n    ")
     with ws:
-        ws.send(json.dumps({"kind": "complete", "id": "old", "prefix": "def f(x):\n    ", "max_tokens": 256}))
-        first_chunk(b, engine, clock, ws, "old")
         ws.send(json.dumps({"kind": "complete", "id": "new", "prefix": "def f(x):\n    r", "max_tokens": 1}))
         old_done = recv(ws, 5)
         assert old_done["id"] == "old" and old_done["kind"] == "done" and old_done["finish_reason"] == "superseded"
         assert old_done["timing"]["output_tokens"] == 1
-        eventually(lambda: engine.by_client_id("new") and engine.by_client_id("new")[0].state == "running")
+        until(lambda: engine.by_client_id("new") and engine.by_client_id("new")[0].state == "running",
+              "new running in the engine", poll_s=0.002)
         (old,) = engine.by_client_id("old")
         assert old.state == "finished" and old.finish_reason == "abort"
         clock.step(engine.ttft_s)
@@ -103,11 +101,8 @@ def test_a_superseded_request_is_aborted_in_the_engine(fake_backend):
 
 
 def test_cancel_aborts_the_engine_request(fake_backend):
-    b, engine, clock = held(fake_backend)
-    ws, _ = open_session(b.ws_url)
+    b, engine, clock, ws = streaming(fake_backend, "x", "import os\n")
     with ws:
-        ws.send(json.dumps({"kind": "complete", "id": "x", "prefix": "import os\n", "max_tokens": 256}))
-        first_chunk(b, engine, clock, ws, "x")
         ws.send(json.dumps({"kind": "cancel", "id": "x"}))
         done = recv(ws, 5)
         assert done["id"] == "x" and done["finish_reason"] == "cancelled"
@@ -123,14 +118,11 @@ def test_cancel_aborts_the_engine_request(fake_backend):
 
 
 def test_client_disconnect_aborts_the_engine_request(fake_backend):
-    b, engine, clock = held(fake_backend)
-    ws, _ = open_session(b.ws_url)
-    ws.send(json.dumps({"kind": "complete", "id": "x", "prefix": "import os\n", "max_tokens": 256}))
-    first_chunk(b, engine, clock, ws, "x")
+    b, engine, clock, ws = streaming(fake_backend, "x", "import os\n")
     ws.socket.shutdown(socket.SHUT_RDWR)                   # the editor dies: no close frame
     ws.socket.close()
     assert_aborted_and_idle(engine, clock, "x")
-    eventually(lambda: not b.backend.sessions, what="the session closed")
+    until(lambda: not b.backend.sessions, "the session to close", poll_s=0.002)
     assert b.backend.service.live_count == 0
     ws.close()
 
@@ -146,16 +138,17 @@ def test_a_request_queued_in_the_engine_is_aborted_too(fake_backend):
     with a, c:
         a.send(json.dumps({"kind": "complete", "id": "run", "prefix": "a = ", "max_tokens": 50}))
         c.send(json.dumps({"kind": "complete", "id": "wait", "prefix": "b = ", "max_tokens": 50}))
-        eventually(lambda: engine.stats.num_running == 1 and engine.stats.num_waiting == 1)
+        until(lambda: engine.stats.num_running == engine.stats.num_waiting == 1, "one running, one waiting",
+              poll_s=0.002)
         c.send(json.dumps({"kind": "cancel", "id": "wait"}))
         assert recv(c, 5)["finish_reason"] == "cancelled"
         (waiting,) = engine.by_client_id("wait")
-        eventually(lambda: waiting.state == "finished")
+        until(lambda: waiting.state == "finished", "the waiting request to finish", poll_s=0.002)
         assert waiting.finish_reason == "abort" and waiting.started_s is None and waiting.tokens == []
         assert engine.stats.num_waiting == 0 and engine.stats.num_running == 1
         a.send(json.dumps({"kind": "cancel", "id": "run"}))
         assert recv(a, 5)["finish_reason"] == "cancelled"
-        eventually(lambda: engine.stats.num_running == 0)
+        until(lambda: engine.stats.num_running == 0, "the engine to run nothing", poll_s=0.002)
 
 
 # ── load shedding
@@ -178,7 +171,8 @@ def test_a_burst_beyond_the_budget_is_shed_at_once_and_never_reaches_the_engine(
     for sid, r in served:
         assert r.chunks == 16 and engine.requests[f"{sid}:b"].finish_reason == "length"
     assert engine.stats.finished == {"length": len(served)}
-    eventually(lambda: engine.stats.num_running == engine.stats.num_waiting == 0 and b.backend.service.live_count == 0)
+    until(lambda: engine.stats.num_running == engine.stats.num_waiting == b.backend.service.live_count == 0,
+          "engine and service idle", poll_s=0.002)
     for ws, _ in sessions:
         assert_silent(ws, 0.01)                                          # one terminal frame each
         ws.close()
@@ -289,7 +283,7 @@ def test_healthz_and_readyz_follow_the_engine_from_start_to_death(fake_backend):
         r = complete(ws, "early", "x = ", max_tokens=2, timeout_s=5)
         assert r.kind == "error" and r.code == "engine_unavailable"
         gate.set()
-        eventually(lambda: engine.ready)
+        until(lambda: engine.ready, "the engine to be ready", poll_s=0.002)
         status, body = http_get(f"{b.http_url}/readyz")
         assert status == 200 and json.loads(body)["ready"] is True
         engine.die()
@@ -301,11 +295,8 @@ def test_healthz_and_readyz_follow_the_engine_from_start_to_death(fake_backend):
 
 
 def test_the_engine_dying_mid_stream_ends_the_request_with_a_typed_error(fake_backend):
-    b, engine, clock = held(fake_backend)
-    ws, _ = open_session(b.ws_url)
+    b, engine, clock, ws = streaming(fake_backend, "x", "import os\n")
     with ws:
-        ws.send(json.dumps({"kind": "complete", "id": "x", "prefix": "import os\n", "max_tokens": 256}))
-        first_chunk(b, engine, clock, ws, "x")
         b.call(engine.die)
         err = recv(ws, 5)
         assert err["kind"] == "error" and err["id"] == "x" and err["code"] == "engine_unavailable"
@@ -316,6 +307,6 @@ def test_the_engine_dying_mid_stream_ends_the_request_with_a_typed_error(fake_ba
 
 def test_an_engine_that_fails_to_start_turns_healthz_red(fake_backend):
     b = fake_backend(FakeEngine(Settings(spec_method="off"), start_error="OSError: no model"), wait_ready=False)
-    eventually(lambda: http_get(f"{b.http_url}/healthz")[0] == 503)
+    until(lambda: http_get(f"{b.http_url}/healthz")[0] == 503, "/healthz to turn red", poll_s=0.002)
     status, body = http_get(f"{b.http_url}/readyz")
     assert status == 503 and json.loads(body)["reason"] == "OSError: no model"

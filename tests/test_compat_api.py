@@ -22,23 +22,12 @@ from backend.auth import hash_token
 from backend.fake_engine import FakeEngine
 from backend.launch import InProcessBackend
 from backend.settings import Settings
+from tests.conftest import prompt_words
 from tests.ws_helpers import complete, http_get, open_session
 
 MODEL = "quickcode-embedded"
 PREFIX = "def area(w, h):\n    return w"
 SUFFIX = " * h\n\n\nprint(area(2, 3))\n"          # text after the cursor on its line: a FIM prompt
-
-
-def prompt_words(prompt: str):
-    h = sum(ord(c) * (i + 1) for i, c in enumerate(prompt)) % 1000
-    return [f" w{(h + 7 * i) % 1000}" for i in range(40)]
-
-
-@pytest.fixture(scope="module")
-def fake():
-    s = Settings(spec_method="off", replica_id="compat", shutdown_drain_s=0.5)
-    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b:
-        yield b
 
 
 def ws_text(fake, prefix: str, suffix: str, max_tokens: int, **fields) -> str:

