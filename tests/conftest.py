@@ -5,6 +5,7 @@ such backend shared by a module's tests, whose text depends on the whole prompt 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,17 +36,32 @@ def prompt_words(prompt: str) -> list[str]:
     return [f" w{(h + 7 * i) % 1000}" for i in range(40)]
 
 
+def fake_settings(**overrides):
+    """The settings of the tests' in-process backends: no speculative decoding, and no drain at the end (a
+    test's stop need not wait for requests it left running)."""
+    from backend.settings import Settings
+
+    return Settings(**{"spec_method": "off", "shutdown_drain_s": 0.0, "replica_id": "fake", **overrides})
+
+
+@contextmanager
+def fake_server(script=None, **overrides):
+    """`with fake_server(script, **settings) as b:` an `InProcessBackend` over a `FakeEngine` writing `script`
+    (default: a fixed few tokens), for a module's shared backend."""
+    from backend.fake_engine import FakeEngine
+    from backend.launch import InProcessBackend
+
+    s = fake_settings(**overrides)
+    with InProcessBackend(s, FakeEngine(s, script=script)) as b:
+        yield b
+
+
 @pytest.fixture(scope="module")
 def fake():
     """One in-process backend for the module's tests over a `FakeEngine` writing `prompt_words`: the same text
     means the same prompt (tests that only ask and compare answers; those that need settings of their own or
     an engine's exact counts use `fake_backend`)."""
-    from backend.fake_engine import FakeEngine
-    from backend.launch import InProcessBackend
-    from backend.settings import Settings
-
-    s = Settings(spec_method="off", replica_id="fake", shutdown_drain_s=0.0)
-    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b:
+    with fake_server(prompt_words) as b:
         yield b
 
 
@@ -55,13 +71,11 @@ def fake_backend():
     `FakeEngine` (the given one, or a default one on these settings); all are stopped after the test."""
     from backend.fake_engine import FakeEngine
     from backend.launch import InProcessBackend
-    from backend.settings import Settings
 
     started = []
 
     def make(engine=None, *, wait_ready: bool = True, **overrides):
-        # no drain at the end of a test: its stop need not wait for requests the test left running
-        settings = Settings(**{"spec_method": "off", "shutdown_drain_s": 0.0, "replica_id": "fake", **overrides})
+        settings = fake_settings(**overrides)
         b = InProcessBackend(settings, engine or FakeEngine(settings), wait_ready=wait_ready)
         started.append(b)
         return b.start()

@@ -16,8 +16,8 @@ import time
 import pytest
 
 from backend.fake_engine import FakeEngine, ManualClock
-from backend.launch import InProcessBackend
 from backend.settings import Settings
+from tests.conftest import fake_server
 from tests.waits import until
 from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
@@ -67,8 +67,7 @@ def assert_aborted_and_idle(engine, clock, rid: str) -> None:
 @pytest.fixture(scope="module")
 def plain():
     """One backend on the default fake engine for the tests that only need answers."""
-    s = Settings(spec_method="off", shutdown_drain_s=0.5)
-    with InProcessBackend(s, FakeEngine(s)) as b:
+    with fake_server() as b:
         yield b
 
 

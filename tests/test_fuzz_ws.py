@@ -23,11 +23,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from backend.fake_engine import FakeEngine
-from backend.launch import InProcessBackend
-from backend.settings import Settings
 from protocol import Complete, ErrorCode, Hello, ProtocolError, decode
 from protocol.languages import KNOWN_LANGUAGE_IDS
+from tests.conftest import fake_server
 from tests.ws_helpers import complete, http_get, open_session, recv
 
 pytestmark = [pytest.mark.slow]
@@ -55,8 +53,7 @@ user_names = st.text(st.characters(codec="utf-8"), max_size=60)
 
 @pytest.fixture(scope="module")
 def backend():
-    s = Settings(spec_method="off", replica_id="fuzz", shutdown_drain_s=0.5)
-    with InProcessBackend(s, FakeEngine(s)) as b:
+    with fake_server(replica_id="fuzz") as b:
         yield b
 
 

@@ -30,7 +30,7 @@ from websockets.sync.client import connect
 from websockets.uri import parse_uri
 
 from protocol.languages import KNOWN_LANGUAGE_IDS
-from tests.conftest import REPO
+from tests.conftest import REPO, fake_server
 from tests.waits import until
 from tests.ws_helpers import complete, open_session, recv
 
@@ -180,19 +180,19 @@ def test_one_user_over_the_session_cap_gets_a_typed_error_and_others_are_served(
 
 @pytest.mark.timeout(120)     # a hang detector: a deadline that junk kept resetting would never close
 def test_junk_before_hello_does_not_extend_the_hello_deadline(fake_backend):
-    """Junk comes every 0.2 s for 20 s, far more often than the 1.5 s hello deadline: a deadline that each
+    """Junk comes every 0.1 s for 20 s, far more often than the 0.6 s hello deadline: a deadline that each
     frame reset would never pass while it comes. The session is closed with 4408 while the junk is still
     coming (the loop does not run out: pytest.raises), each junk frame until then answered with its typed
     error."""
-    b = fake_backend(hello_timeout_s=1.5)
+    b = fake_backend(hello_timeout_s=0.6)
     answered = 0
     with connect(b.ws_url, open_timeout=10, close_timeout=2) as ws, pytest.raises(ConnectionClosed) as ei:
-        for i in range(100):
+        for i in range(200):
             ws.send(json.dumps({"kind": "complete", "id": f"j{i}", "prefix": "x"}))
             assert json.loads(ws.recv(timeout=10))["code"] == "hello_required"
             answered += 1
-            time.sleep(0.2)
-    print(f"\nclosed {ei.value.rcvd and ei.value.rcvd.code} after {answered} answered junk frames of 100")
+            time.sleep(0.1)
+    print(f"\nclosed {ei.value.rcvd and ei.value.rcvd.code} after {answered} answered junk frames of 200")
     assert ei.value.rcvd is not None
     assert (ei.value.rcvd.code, ei.value.rcvd.reason) == (4408, "no hello frame")
 
@@ -241,10 +241,17 @@ def _huge_post(port: int, token: str | None, chunked: bool, total_bytes: int = H
     return answer.split(b"\r\n", 1)[0].decode(), elapsed, sent[0]
 
 
+@pytest.fixture(scope="module")
+def tokens_backend():
+    """One backend with TOKENS for the tests that only send to it."""
+    with fake_server(auth_tokens=TOKENS) as b:
+        yield b
+
+
 @pytest.mark.parametrize("token, chunked, status", [(None, False, 401), (None, True, 401), (ALICE, False, 413),
                                                     (ALICE, True, 413)])
-def test_a_100mb_post_is_refused_before_the_server_reads_it(fake_backend, token, chunked, status):
-    b = fake_backend(auth_tokens=TOKENS)
+def test_a_100mb_post_is_refused_before_the_server_reads_it(tokens_backend, token, chunked, status):
+    b = tokens_backend
     rss0 = rss_bytes()
     line, elapsed_s, sent = _huge_post(b.port, token, chunked)
     rss1 = rss_bytes()

