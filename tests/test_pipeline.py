@@ -312,7 +312,7 @@ def test_int8_quantization_keeps_the_held_out_loss(tiny, tmp_path):
     from draft_model.quantize import QUANT_PYTHON, quantize
 
     if not QUANT_PYTHON.exists():
-        pytest.skip("no .venv-quant (scripts/setup.sh quant)")
+        pytest.fail("no .venv-quant: scripts/setup.sh quant (`make test` sets it up)")
     out = tmp_path / "target-int8"
     rep = quantize(tiny["target_dir"], out, tiny["data"], calib_samples=8, calib_seq_len=64, eval_windows=8,
                    vllm_prompts=0)
