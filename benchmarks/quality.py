@@ -65,7 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one more arm: the current models served with these settings (e.g. copy_off:copy_model=false)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every arm's server")
     p.add_argument("--skip-offline", action="store_true", help="no PyTorch figures (idioms plain/FIM, top-1)")
-    p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-quality", help="server logs, raw results")
+    p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-quality",
+                   help="server logs, raw results, and the finished pieces (each arm served, each model set's "
+                   "offline figures): the same command run again (e.g. after a time cap) reuses them")
 
 
 # ── HumanEval single-line infilling ──────────────────────────────────────────────────────────────────────────
@@ -412,6 +414,14 @@ def run(args: argparse.Namespace) -> dict:
           f"{args.typing_sessions} typing sessions each", file=sys.stderr, flush=True)
 
     for arm in arms:
+        key = _piece_key(_sha(arm.target), _sha(arm.draft) if arm.draft else None, arm.settings, args.max_tokens,
+                         args.typing_sessions, args.typing_chars, args.seed, [t.task_id for t in tasks],
+                         [c["prefix"][-200:] for c in served_idioms])
+        if (done := _load_piece(args.work / f"served-{_slug(arm.name)}.json", key)) is not None:
+            arm.results.update(done)
+            print(f"[quality] {arm.name}: served figures of an earlier piece of this run reused", file=sys.stderr,
+                  flush=True)
+            continue
         print(f"[quality] {arm.name}: starting quickcode serve ({' '.join(arm.serve_settings())})", file=sys.stderr,
               flush=True)
         t0 = time.monotonic()
@@ -431,6 +441,7 @@ def run(args: argparse.Namespace) -> dict:
                     print(f"[quality] typing failed: {arm.results['typing_error']}", file=sys.stderr, flush=True)
         finally:
             server.stop()
+        _save_piece(args.work / f"served-{_slug(arm.name)}.json", key, arm.results)
 
     runner = TestsRunner(problems)
     for arm in arms:
@@ -445,14 +456,39 @@ def run(args: argparse.Namespace) -> dict:
     offline: dict[str, dict] = {}
     if not args.skip_offline and docs:
         for name, target in model_sets.items():
-            print(f"[quality] offline figures (PyTorch) for {name}", file=sys.stderr, flush=True)
-            offline[name] = offline_figures(target, docs, args.idioms_per_kind, args.loss_windows)
+            key = _piece_key(_sha(target), common_mods, args.idioms_per_kind, args.loss_windows)
+            piece = args.work / f"offline-{_slug(name)}.json"
+            if (done := _load_piece(piece, key)) is None:
+                print(f"[quality] offline figures (PyTorch) for {name}", file=sys.stderr, flush=True)
+                done = offline_figures(target, docs, args.idioms_per_kind, args.loss_windows)
+                _save_piece(piece, key, done)
+            offline[name] = done
 
     (args.work / "results.json").write_text(json.dumps({
         "tasks": [t.task_id for t in tasks], "arms": {a.name: a.results for a in arms},
         "offline": {k: {kk: vv for kk, vv in v.items()} for k, v in offline.items()}}, default=str))
     return _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mods, same_note, runner,
                    canonical_ok, len(problems))
+
+
+# ── pieces: a run cut by a time cap (/work/bin/heavy) continues where it stopped ───────────────────────────
+def _piece_key(*parts) -> str:
+    """What a piece's figures depend on (models by sha256, settings, the tasks asked)."""
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+def _load_piece(path: Path, key: str) -> dict | None:
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return saved["results"] if saved.get("key") == key else None
+
+
+def _save_piece(path: Path, key: str, results: dict) -> None:
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps({"key": key, "results": results}, default=str))
+    tmp.replace(path)
 
 
 def _slug(name: str) -> str:
