@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import sys
 import time
 
@@ -18,6 +19,7 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from tests.ops import regions as R
+from tests.waits import until
 from tests.test_lsp_e2e import quiet_status, CONTEXTS, capabilities, command, inline_params, open_doc
 
 pytestmark = [pytest.mark.netns, pytest.mark.engine, pytest.mark.slow,
@@ -28,9 +30,18 @@ DELAYS_MS = [5.0, 25.0, 60.0]
 @pytest.fixture(scope="module")
 def regions(backend):
     rs = R.create(DELAYS_MS, backend.port, tag=str(os.getpid() % 1000))
-    time.sleep(1.0)                                    # the forwarding hosts start listening
+    until(lambda: all(_listening(r.host_ip, r.relay_port) and _listening(r.ns_ip, r.port) for r in rs),
+          "the regions' relays and forwarding hosts to listen", hang_s=60, poll_s=0.05)
     yield rs
     R.destroy(rs)
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))

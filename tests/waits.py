@@ -15,19 +15,21 @@ T = TypeVar("T")
 HANG_S = 60.0      # what "never happens" means in these tests: far beyond any wait on a loaded 2-core machine
 
 
-def until(pred: Callable[[], T], what: str, *, hang_s: float = HANG_S, poll_s: float = 0.01) -> T:
-    """`pred()`'s first truthy value; `pytest.fail("hung: <what>")` if there is none within `hang_s`."""
+def until(pred: Callable[[], T], what: str | Callable[[], str], *, hang_s: float = HANG_S,
+          poll_s: float = 0.01) -> T:
+    """`pred()`'s first truthy value; `pytest.fail("hung: <what>")` if there is none within `hang_s` (`what` may
+    be a callable, for a message that reads logs only when it is needed)."""
     end = time.monotonic() + hang_s
     while True:
         value = pred()
         if value:
             return value
         if time.monotonic() > end:
-            pytest.fail(f"hung: {what} (still not so after {hang_s:g} s)")
+            _hung(what, hang_s)
         time.sleep(poll_s)
 
 
-async def until_async(pred: Callable[[], Awaitable[T]], what: str, *, hang_s: float = HANG_S,
+async def until_async(pred: Callable[[], Awaitable[T]], what: str | Callable[[], str], *, hang_s: float = HANG_S,
                       poll_s: float = 0.02) -> T:
     """`until` for an async condition (e.g. a language server's status command)."""
     end = time.monotonic() + hang_s
@@ -36,5 +38,9 @@ async def until_async(pred: Callable[[], Awaitable[T]], what: str, *, hang_s: fl
         if value:
             return value
         if time.monotonic() > end:
-            pytest.fail(f"hung: {what} (still not so after {hang_s:g} s)")
+            _hung(what, hang_s)
         await asyncio.sleep(poll_s)
+
+
+def _hung(what: str | Callable[[], str], hang_s: float):
+    pytest.fail(f"hung: {what() if callable(what) else what} (still not so after {hang_s:g} s)")

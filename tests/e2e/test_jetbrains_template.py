@@ -23,6 +23,7 @@ import pytest
 
 from lsp_client.config import ClientConfig
 from tests.e2e.editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context
+from tests.waits import until
 
 pytestmark = [pytest.mark.editor]
 
@@ -219,10 +220,9 @@ def test_template_settings_complete_against_the_real_backend(backend, tmp_path):
         lsp.request("initialize", initialize_params(tmp_path, init))
         lsp.notify("initialized", {})
         lsp.notify("workspace/didChangeConfiguration", {"settings": load("settings.json")})
-        deadline = time.monotonic() + 60
-        while not lsp.request("workspace/executeCommand", {"command": "quickcode.status", "arguments": []})["connected"]:
-            assert time.monotonic() < deadline, "never connected\n" + failure_context(lsp_log, backend)
-            time.sleep(0.2)
+        until(lambda: lsp.request("workspace/executeCommand", {"command": "quickcode.status",
+                                                               "arguments": []})["connected"],
+              lambda: "the language server to connect\n" + failure_context(lsp_log, backend), hang_s=60, poll_s=0.2)
         t.lap("connected")
         items = []
         for i, (before, typed) in enumerate(CONTEXTS):

@@ -33,6 +33,7 @@ class Region:
     ns_ip: str
     host_ip: str
     port: int = 8765
+    relay_port: int = 0        # the root namespace's relay to the backend, which the region's host forwards to
     procs: tuple = ()
 
     @property
@@ -62,7 +63,7 @@ def create(delays_ms: list[float], backend_port: int, tag: str) -> list[Region]:
                                  cwd=_repo())
         host = subprocess.Popen(["ip", "netns", "exec", ns, *me, "--listen", f"{ns_ip}:8765",
                                  "--target", f"{host_ip}:{relay_port}", "--delay-ms", str(delay)], cwd=_repo())
-        regions.append(Region(i, delay, ns, host_if, ns_ip, host_ip, procs=(relay, host)))
+        regions.append(Region(i, delay, ns, host_if, ns_ip, host_ip, relay_port=relay_port, procs=(relay, host)))
     return regions
 
 
