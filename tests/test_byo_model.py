@@ -15,10 +15,12 @@ kernels could order differently.
 """
 from __future__ import annotations
 
+import concurrent.futures
+
 import openai
 import pytest
 
-from backend.launch import start_backend, stop_backend
+from backend.launch import RunningBackend, start_backend, stop_backend
 from tests import vocab
 from tests.conftest import ARTIFACTS
 from tests.ws_helpers import complete, open_session
@@ -51,16 +53,37 @@ FAMILIES = {
 }
 
 
-@pytest.fixture(scope="module", params=list(FAMILIES))
-def family(request, tmp_path_factory):
-    name = request.param
-    write, _, _, _ = FAMILIES[name]
-    model = write(tmp_path_factory.mktemp(name) / "model", init_std=0.5)
-    b = start_backend(ARTIFACTS / "logs" / f"backend-byo-{name}.log", f"model={model}", "spec_method=off",
-                      "fim_policy=always", "served_model_name=byo-random", "max_model_len=1024", "heal_space=false",
-                      "dtype=float32")
-    yield name, model, b
-    stop_backend(b)
+def _start(name: str, model) -> RunningBackend:
+    return start_backend(ARTIFACTS / "logs" / f"backend-byo-{name}.log", f"model={model}", "spec_method=off",
+                         "fim_policy=always", "served_model_name=byo-random", "max_model_len=1024",
+                         "heal_space=false", "dtype=float32")
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory) -> dict:
+    """Both families' backends, started in parallel (engine start-up dominates): name → (model dir, backend)."""
+    models = {name: write(tmp_path_factory.mktemp(name) / "model", init_std=0.5)
+              for name, (write, _, _, _) in FAMILIES.items()}
+    with concurrent.futures.ThreadPoolExecutor(len(models)) as pool:
+        futs = {name: pool.submit(_start, name, model) for name, model in models.items()}
+        started = {}
+        try:
+            for name, fut in futs.items():
+                started[name] = fut.result()
+        finally:
+            if len(started) < len(futs):          # one failed to start: stop the others before failing
+                for fut in futs.values():
+                    if fut.exception() is None:
+                        stop_backend(fut.result())
+    yield {name: (models[name], b) for name, b in started.items()}
+    for b in started.values():
+        stop_backend(b)
+
+
+@pytest.fixture(params=list(FAMILIES))
+def family(request, backends):
+    model, b = backends[request.param]
+    return request.param, model, b
 
 
 def transformers_greedy(model_dir, prompt_ids: list[int], n: int) -> list[int]:
