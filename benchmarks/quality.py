@@ -66,8 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every arm's server")
     p.add_argument("--skip-offline", action="store_true", help="no PyTorch figures (idioms plain/FIM, top-1)")
     p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-quality",
-                   help="server logs, raw results, and the finished pieces (each arm served, each model set's "
-                   "offline figures): the same command run again (e.g. after a time cap) reuses them")
+                   help="server logs, raw results, and the finished pieces (each arm served, each model "
+                   "set's offline figures): the same command run again (e.g. after a time cap) reuses them")
 
 
 # ── HumanEval single-line infilling ──────────────────────────────────────────────────────────────────────────
@@ -414,13 +414,13 @@ def run(args: argparse.Namespace) -> dict:
           f"{args.typing_sessions} typing sessions each", file=sys.stderr, flush=True)
 
     for arm in arms:
-        key = _piece_key(_sha(arm.target), _sha(arm.draft) if arm.draft else None, arm.settings, args.max_tokens,
-                         args.typing_sessions, args.typing_chars, args.seed, [t.task_id for t in tasks],
-                         [c["prefix"][-200:] for c in served_idioms])
+        key = _piece_key(_sha(arm.target), _sha(arm.draft) if arm.draft else None, arm.settings,
+                         args.max_tokens, args.typing_sessions, args.typing_chars, args.seed,
+                         [t.task_id for t in tasks], [c["prefix"][-200:] for c in served_idioms])
         if (done := _load_piece(args.work / f"served-{_slug(arm.name)}.json", key)) is not None:
             arm.results.update(done)
-            print(f"[quality] {arm.name}: served figures of an earlier piece of this run reused", file=sys.stderr,
-                  flush=True)
+            print(f"[quality] {arm.name}: served figures of an earlier piece of this run reused",
+                  file=sys.stderr, flush=True)
             continue
         print(f"[quality] {arm.name}: starting quickcode serve ({' '.join(arm.serve_settings())})", file=sys.stderr,
               flush=True)

@@ -15,8 +15,8 @@ def _report(repo: Path, current: dict) -> None:
     path = repo / QUALITY_REPORT
     path.parent.mkdir(parents=True)
     path.write_text("# Quality\n\n_`quickcode bench quality` — 2026-11-26 22:00:00_\n\n"
-                    "| arm | models | target sha256 | draft (speculation) | settings | server ready s | note |\n"
-                    "|---|---|---|---|---|---|---|\n"
+                    "| arm | models | target sha256 | draft (speculation) | settings | server ready s "
+                    "| note |\n|---|---|---|---|---|---|---|\n"
                     f"| current | `models/target` | {SHA[:12]} | yes | defaults | 30.0 |  |\n\n"
                     "```json\n" + json.dumps({"arms": {"current": current}}, indent=1) + "\n```\n")
 

@@ -23,7 +23,8 @@ def _folder(path: Path, **config) -> Path:
 
 def test_a_head_size_without_a_kernel_is_refused_with_the_reason(tmp_path):
     folder = _folder(tmp_path / "tiny", hidden_size=64, num_attention_heads=4)
-    with pytest.raises(ValueError, match=r"attention head size 16 \(hidden_size 64 / 4 heads\).*supported: 32, 64"):
+    with pytest.raises(ValueError,
+                       match=r"attention head size 16 \(hidden_size 64 / 4 heads\).*supported: 32, 64"):
         check_head_size(folder, CPU_HEAD_SIZES)
     with pytest.raises(ValueError, match="head size 48"):
         check_head_size(_folder(tmp_path / "explicit", hidden_size=192, num_attention_heads=3, head_dim=48),
@@ -40,7 +41,8 @@ def test_supported_and_unstated_head_sizes_pass(tmp_path):
 
 
 def test_the_engine_refuses_it_before_vllm_starts(tmp_path):
-    """The real start path with vLLM's own list of CPU head sizes: start() raises, says why, starts nothing."""
+    """The real start path with vLLM's own list of CPU head sizes: start() raises, says why, starts
+    nothing."""
     from backend.settings import Settings
     from backend.vllm_engine import VllmEngine
 
