@@ -1,6 +1,7 @@
 """End to end through a real LSP client (pytest-lsp) → `quickcode lsp` → WebSocket → the session's real
 backend (vLLM on the committed models): inline completion with a range, the completion fallback, a
-typed-through hit that costs no backend request, `$/cancelRequest` aborting the engine request, and an
+typed-through hit that costs no backend request (`$/cancelRequest` down to the engine: tests/test_lsp_cancel.py,
+held streaming on the fake engine; the cancel frame aborting vLLM's request: tests/test_backend_engine.py), and an
 empty answer (not an error, not a hang) when the backend is unreachable."""
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types as T
-from pygls.exceptions import JsonRpcRequestCancelled
 from pygls.protocol import default_converter
 from pytest_lsp import ClientServerConfig, LanguageClient
 
@@ -186,47 +186,6 @@ async def test_typing_through_a_suggestion_is_served_without_a_backend_request(c
     stats = await command(client, "quickcode.stats")
     assert stats["backend_requests"] == before, "typing through a suggestion must not ask the backend"
     assert stats["served_cache"] + stats["served_inflight"] >= typed
-
-
-async def test_cancel_request_aborts_the_engine_request(client: LanguageClient, backend):
-    client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
-        settings={"quickcode": {"maxTokens": 256, "multilineMaxLines": 200, "cache": False, "inflightReuse": False,
-                                "deadlineMs": 30_000}}))
-    cancelled_before = metric(backend, "quickcode_requests_total", 'finish_reason="cancelled"')
-    for attempt, text in enumerate(["def long_function(a, b, c):\n    ", *CONTEXTS]):
-        open_doc(client, text, version=attempt + 1)
-        msg_id = 4242 + attempt
-        task = asyncio.create_task(client.protocol.send_request_async(
-            T.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(text), msg_id=msg_id))
-        rid = None
-        for _ in range(500):                          # the request reached the backend and tokens are flowing
-            await asyncio.sleep(0.01)
-            st = await command(client, "quickcode.status")
-            if st["streaming_ids"] or task.done():
-                rid = st["streaming_ids"][-1] if st["streaming_ids"] else None
-                break
-        if task.done() or rid is None:
-            continue                                  # it finished first: try a context that runs longer
-        client.cancel_request(T.CancelParams(id=msg_id))   # → $/cancelRequest
-        with pytest.raises(JsonRpcRequestCancelled):  # pygls answers -32800
-            await asyncio.wait_for(task, 5)
-        break
-    else:
-        pytest.fail("every request finished before it could be cancelled")
-    for _ in range(100):                              # the cancel frame reached the backend, which aborted vLLM
-        stats = await command(client, "quickcode.stats")
-        fall = [w for w in stats["waterfalls"] if w["id"] == rid and w.get("finish") == "cancelled"]
-        if fall:
-            break
-        await asyncio.sleep(0.05)
-    assert fall, stats["waterfalls"]
-    assert fall[-1]["output_tokens"] >= 1, "it was generating in the engine when it was cancelled"
-    assert metric(backend, "quickcode_requests_total", 'finish_reason="cancelled"') > cancelled_before
-    for _ in range(100):                              # vLLM's own counts drop back: the abort reached the engine
-        if metric(backend, "quickcode_engine_running") + metric(backend, "quickcode_engine_waiting") == 0:
-            break
-        await asyncio.sleep(0.05)
-    assert metric(backend, "quickcode_engine_running") + metric(backend, "quickcode_engine_waiting") == 0
 
 
 async def test_a_line_shown_early_is_completed_when_the_editor_asks_again(client: LanguageClient):
