@@ -6,9 +6,10 @@ accepting right suggestions), through the real language server and the real back
 (every keystroke, cancelling the previous request). Three language-server configurations type the same
 segments with the same seeds in one run, rotated so the machine's noise hits all of them; the developer meets
 the same pauses at the same places in every arm (editor_sim draws them per position):
-  ours    adaptive debounce + learnt pauses, cache + hot streak, in-flight reuse, cancellation, prefetch,
-          warm-ups, acceptance predictor
-  naive   fixed 75 ms debounce, no cache, no reuse, no cancellation of stale requests, nothing else
+  ours    adaptive debounce + learnt pauses, cache, in-flight reuse, cancellation, prefetch, warm-ups, the
+          suggestion shown word by word (the client's defaults)
+  naive   fixed 75 ms debounce, no cache, no reuse, no cancellation of stale requests, nothing else (the line or
+          block shown whole)
   honest  what a simple editor plugin does: fixed 75 ms debounce, cancels the previous request, no cache
           (= naive + cancel; a request whose text is final is stopped, as a stop sequence would)
 Value first: accepted characters per 100 characters typed (ours / each baseline, 90 % interval by resampling
@@ -33,7 +34,7 @@ from benchmarks import typing_figures as tf
 from benchmarks.report import Report, md_table
 
 NAIVE = {"adaptive_debounce": False, "debounce_ms": 75.0, "cache": False, "inflight_reuse": False,
-         "cancel_stale": False, "prefetch": False, "predictor": False, "warmup": False}
+         "cancel_stale": False, "prefetch": False, "predictor": False, "warmup": False, "suggestion_unit": "block"}
 HONEST = {**NAIVE, "cancel_stale": True}
 BASELINE = NAIVE                       # the name earlier versions (and benchmarks/quality.py's notes) used
 ARMS = {"ours": {}, "naive": NAIVE, "honest": HONEST, "no_predictor": {"predictor": False}}
@@ -206,17 +207,19 @@ def run(args: argparse.Namespace) -> dict:
     if todo and url is None:
         backend = start_backend(Path("artifacts/logs/bench-typing-backend.log").resolve())
         url = backend.ws_url
-    state = {a: tempfile.mkdtemp(prefix=f"qc-typing-{a}-") for a in arms}
+    # what each arm's client learns (pauses, the predictor) is kept across its sessions, and beside the rows
+    # across the holds a run is continued in, as an editor keeps it across its sessions
+    state = {a: str(args.rows.parent / f"state-{key['code']}-{a}") if args.rows is not None
+             else tempfile.mkdtemp(prefix=f"qc-typing-{a}-") for a in arms}
     try:
+        spent = lambda: (time.monotonic() - t_start) / 60 > args.budget_min or _past(getattr(args, "until", None))
         for i in todo:
-            if (time.monotonic() - t_start) / 60 > args.budget_min or _past(getattr(args, "until", None)):
-                print(f"[typing] time budget spent: {i} of {len(segs)} segments typed; continue with the same --rows",
-                      file=sys.stderr, flush=True)
-                break
             order = arms[i % len(arms):] + arms[: i % len(arms)]      # rotate: the machine's noise hits every arm
             for name in order:
                 if (i, name) in rows:
                     continue
+                if spent():                   # checked per session: a hold's last minutes type one arm, not none
+                    break
                 seg = segs[i]
                 print(f"[typing] session {i + 1}/{len(segs)} {name}: {seg[0].name}, {len(seg[2])} chars",
                       file=sys.stderr, flush=True)
@@ -227,6 +230,10 @@ def run(args: argparse.Namespace) -> dict:
                     args.rows.parent.mkdir(parents=True, exist_ok=True)
                     with args.rows.open("a") as f:
                         f.write(json.dumps(r) + "\n")
+            if spent():
+                print(f"[typing] time budget spent at segment {i + 1} of {len(segs)}; continue with the same --rows",
+                      file=sys.stderr, flush=True)
+                break
     finally:
         if backend is not None:
             stop_backend(backend, 60)

@@ -13,7 +13,7 @@ Read in the order of a keystroke:
   debounce.py   how long to wait after a keystroke, learnt per kind of place
   predictor.py  skip places whose suggestion would likely be dismissed
   pump.py       backend stream → flight; the only waiting; stop or cancel what nobody needs
-  postprocess.py  raw model text → what the editor shows
+  postprocess.py  raw model text → what the editor shows (its next word, or the line or block)
   fresh.py      never stale: an answer as it applies to the document when it is sent
   answer.py     a suggestion → LSP items
 Beside the path: warmup.py (requests asked ahead), accounting.py (stats, waste, waterfall), telemetry.py

@@ -22,6 +22,10 @@ class ClientConfig:
     languages: dict[str, bool] = field(default_factory=dict)   # per language id; missing = enabled
     max_tokens: int = 64
     multiline_max_lines: int = 8
+    # what one suggestion shows: "word" (its next word, the following ones served from the same request as each
+    # is taken; one line at a time) or "block" (the whole line or block). A developer takes a suggestion whole;
+    # most text shown whole was right for a word or two, then wrong (bench typing)
+    suggestion_unit: str = "word"
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
@@ -99,7 +103,13 @@ RANGES = {
 }
 
 
+# what a text setting may be; any other value is refused and the old one kept
+CHOICES = {"suggestion_unit": ("block", "word")}
+
+
 def _in_range(name: str, value):
+    if name in CHOICES and value not in CHOICES[name]:
+        raise ValueError(f"{name} must be one of {', '.join(CHOICES[name])}")
     lo, hi = RANGES.get(name, (None, None))
     if lo is not None and not lo <= value <= hi:      # (NaN is in no range)
         raise ValueError(f"{name} must be within {lo}..{hi}")

@@ -103,7 +103,8 @@ class Pump:
     async def wait_for_text(self, flight: Flight, ctx: Context, sh: Shape, t0: float) -> tuple[str, int, bool]:
         """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed,
         final).
-        Once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
+        By the client's suggestion unit (postprocess.showable): a word is shown as soon as it is settled. A line
+        or block: once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
         written shows what is settled (postprocess.early: complete lines and the complete words of the line
         being written): on a slow engine the pause may end before the line does, and text shown is text not
         generated in vain.
@@ -119,9 +120,8 @@ class Pump:
                     return "", typed, True
                 final, now = False, self.clock.now()
                 if fit is Fit.REUSABLE:
-                    text, final = postprocess.cut(flight.streamed[typed:], sh, flight.finished)
-                    if not (final or flight.finished):
-                        text = postprocess.early(flight.streamed[typed:], sh) if now >= patience else ""
+                    text, final = postprocess.showable(flight.streamed[typed:], sh, flight.finished,
+                                                       now >= patience, self.cfg.suggestion_unit)
                 if final or flight.finished or now >= deadline or (text and now >= patience):
                     return text, typed, final or flight.finished
                 try:

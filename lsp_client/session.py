@@ -38,7 +38,6 @@ from lsp_client.warmup import Warmups
 from protocol import Complete, Priority, Snippet
 
 
-
 class Session:
     def __init__(self, cfg: ClientConfig, channel: Channel, *, clock: Clock = REAL, rng=random.random, on_more=None):
         self.cfg, self.channel, self.clock, self.rng = cfg, channel, clock, rng
@@ -167,7 +166,7 @@ class Session:
         doc.last_cursor = offset
         ctx = self._context(doc, offset)
         self.outcomes.on_position(uri, ctx.prefix, t0)
-        return Ask(doc, offset, ctx, postprocess.shape(ctx, self.cfg.multiline_max_lines), t0, doc.generation, doc.text)
+        return Ask(doc, offset, ctx, self._shape(ctx), t0, doc.generation, doc.text)
 
     def _predictor_skips(self, ask: Ask) -> bool:
         if self.cfg.predictor and not self.predictor.should_request(self._features(ask.doc, ask.ctx, ask.t0), self.rng):
@@ -238,7 +237,7 @@ class Session:
         hit = self.cache.get(ask.ctx.prefix, ask.ctx.suffix_head)
         if hit is None:
             return None
-        text, _ = postprocess.cut(hit.remainder, ask.shape, finished=True)
+        text, _ = postprocess.showable(hit.remainder, ask.shape, True, True, self.cfg.suggestion_unit)
         if not text:
             self.stats.empty_from_cache += 1
             return None
@@ -269,7 +268,11 @@ class Session:
         msg = Complete(id=self.channel.new_id(), prefix=prefix, suffix=suffix, language=doc.language, path=doc.path,
                        max_tokens=1 if prefill_only else max(1, max_tokens), priority=priority,
                        prefill_only=prefill_only, snippets=snippets)
-        return self.pump.launch(msg, doc.uri, ctx, postprocess.shape(ctx, self.cfg.multiline_max_lines))
+        return self.pump.launch(msg, doc.uri, ctx, self._shape(ctx))
+
+    def _shape(self, ctx: Context) -> postprocess.Shape:
+        """Shown word by word, a suggestion is one line: the next line is asked for where it starts."""
+        return postprocess.shape(ctx, 1 if self.cfg.suggestion_unit == "word" else self.cfg.multiline_max_lines)
 
     def _request_ended(self, flight: Flight) -> None:
         self.warmups.next_window(flight.uri)     # the engine is free of this user's request now

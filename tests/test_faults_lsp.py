@@ -73,7 +73,7 @@ async def client(lsp_client: LanguageClient):
         initialization_options={"endpoints": [URL], "predictor": False, "warmup": False, "cache": False,
                                 "inflightReuse": False, "maxTokens": 256, "multilineMaxLines": 200,
                                 "deadlineMs": DEADLINE_MS, "linePatienceMs": 0, "blockPatienceMs": 0,
-                                "stateDir": ""}))
+                                "suggestionUnit": "block", "stateDir": ""}))
     yield
     await lsp_client.shutdown_session()
 

@@ -196,7 +196,7 @@ async def test_a_line_shown_early_is_completed_when_the_editor_asks_again(client
     notices: list = []
     client.feature("$/quickcode/moreText")(lambda params: notices.append(_plain(params)))
     client.workspace_did_change_configuration(T.DidChangeConfigurationParams(
-        settings={"quickcode": {"linePatienceMs": 1, "blockPatienceMs": 1}}))
+        settings={"quickcode": {"linePatienceMs": 1, "blockPatienceMs": 1, "suggestionUnit": "block"}}))
     contexts = ["def add(a, b):\n    return ", "import os\n\nx = os.path.", "def f(items):\n    total = ",
                 "class Point:\n    def __init__(self, x, y):\n        self.x = ", "import "]
     for version, text in enumerate(contexts, start=1):

@@ -211,7 +211,8 @@ async def still_completing(d: Driver, engine: FakeEngine) -> None:
     # windows larger than the backend takes; no client cache: a fuzz case that asked on the same repeated text
     # ("huge") may have cached this very context, and this check is about the prompt the backend gets
     c.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"quickcode": {
-        "prefixMaxChars": 50_000, "suffixMaxChars": 20_000, "cache": False}}))
+        "prefixMaxChars": 50_000, "suffixMaxChars": 20_000, "cache": False,
+        "suggestionUnit": "block"}}))                             # (the whole line, not its first word)
     mid = len(text) // 2                                   # ASCII: the same column in every encoding
     before = list(engine.requests.values())                # (a finished id may be reused: compare the objects)
     seen = {id(r) for r in before}

@@ -31,6 +31,7 @@ def test_eglot_offers_the_suggestion_and_completion_at_point_inserts_it(tmp_path
       (require 'quickcode)
       (setq quickcode-command (list "{sys.executable}" "-m" "quickcode" "lsp")
             quickcode-endpoints (list "{b.ws_url}")
+            quickcode-settings (list :suggestionUnit "block")   ; the whole line as one item (not its first word)
             eglot-sync-connect 30)
       (quickcode-eglot-setup)
       (find-file "{src}")

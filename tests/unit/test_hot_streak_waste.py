@@ -24,7 +24,8 @@ def _session(plan: str) -> tuple[Session, FakeChannel, VirtualClock]:
     chan.submit = planned_submit
     clock = VirtualClock()
     cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
-                       hot_streak_lines=3)          # the hot streak is off by default (bench typing: waste)
+                       hot_streak_lines=3,          # the hot streak is off by default (bench typing: waste)
+                       suggestion_unit="block")     # lines and blocks shown whole (the word unit: test_word_unit)
     c = Session(cfg, chan, clock=clock, rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
     return c, chan, clock
