@@ -13,9 +13,8 @@ from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.session import Session
 from tests.cursor import at
+from tests.unit.test_hot_streak_waste import BEFORE, _settle
 from tests.unit.test_session_property import URI, FakeChannel
-
-BEFORE = "import os\n\n\ndef add(a, b):\n    total = "
 
 
 @pytest.mark.parametrize("text, word", [
@@ -46,11 +45,6 @@ def _session(unit: str = "word") -> tuple[Session, FakeChannel, VirtualClock]:
     c = Session(cfg, chan, clock=clock, rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
     return c, chan, clock
-
-
-async def _settle() -> None:
-    for _ in range(20):
-        await asyncio.sleep(0)
 
 
 async def _ask(c: Session, chan: FakeChannel, text: str, plan: str | None = None):
