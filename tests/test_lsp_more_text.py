@@ -1,0 +1,96 @@
+"""A line shown early is completed when the editor asks again — through a real LSP client (pytest-lsp) →
+`quickcode lsp` → WebSocket → the real server over the `FakeEngine` on a `ManualClock`.
+
+The engine writes one token each time the test moves the clock, so the line is still being written when the
+answer is sent, on any machine: the answer is the settled words; once the line ends the server sends
+`$/quickcode/moreText` for that place (what our VS Code and Neovim integrations re-ask on), and asking again
+there gives the whole line from the same generation, with no new backend request.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as T
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from backend.fake_engine import FakeEngine, ManualClock
+from tests.conftest import fake_settings
+from tests.test_lsp_e2e import URI, _plain, capabilities, command, end_pos, inline_params, open_doc, quiet_status
+from tests.waits import until_async
+
+TEXT = "def add(a, b, c):\n    return"
+LINE = [" a", " +", " b", " +", " c", "\n"]
+HANG_S = 30.0
+
+
+@pytest.fixture
+def held(fake_backend):
+    """(backend, engine, clock): every request writes LINE, a token each time the test moves the clock."""
+    clock = ManualClock()
+    engine = FakeEngine(fake_settings(), script=lambda prompt: iter(LINE), clock=clock)
+    return fake_backend(engine), engine, clock
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
+async def client(lsp_client: LanguageClient, held):
+    b, _, _ = held
+    quiet_status(lsp_client)
+    await lsp_client.initialize_session(T.InitializeParams(
+        capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
+        initialization_options={"endpoints": [b.ws_url], "predictor": False, "warmup": False,
+                                "suggestionUnit": "block", "linePatienceMs": 1, "blockPatienceMs": 1,
+                                "deadlineMs": 600_000, "stateDir": ""}))
+    await until_async(lambda: _status_if(lsp_client, lambda st: st.get("connected")), "the server to connect",
+                      hang_s=HANG_S)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def _status_if(client: LanguageClient, pred) -> dict | None:
+    st = await command(client, "quickcode.status")
+    return st if pred(st) else None
+
+
+async def _written(clock: ManualClock, engine: FakeEngine, req, done) -> bool:
+    """Move the clock a token's time on unless `done()` (a token is due only to a sleeper already waiting:
+    at most one token per move), then say whether it is done."""
+    if done():
+        return True
+    clock.advance(engine.per_token_s)
+    await asyncio.sleep(0.05)                           # (the client's 1 ms patience, the answer on its way)
+    return done()
+
+
+async def _async(value):
+    return value
+
+
+async def test_a_line_shown_early_is_completed_when_the_editor_asks_again(client: LanguageClient, held):
+    _, engine, clock = held
+    notices: list = []
+    client.feature("$/quickcode/moreText")(lambda params: notices.append(_plain(params)))
+    open_doc(client, TEXT)
+    task = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT)))
+    await until_async(lambda: _async(engine.live and engine.live[0].state == "running"),
+                      "the request to run in the engine", hang_s=HANG_S)
+    (req,) = engine.live
+    # a token at a time, never the line's end: the answer must come while the line is still being written
+    await until_async(lambda: _written(clock, engine, req, lambda: task.done() or len(req.tokens) >= len(LINE) - 1),
+                      "the answer or the line's last token", hang_s=HANG_S)
+    result = await asyncio.wait_for(task, HANG_S)
+    assert req.state == "running" and len(req.tokens) < len(LINE), "answered before the line was written"
+    assert result.items and result.items[0].insert_text.strip(), result
+    first = result.items[0].insert_text
+    assert "".join(LINE).startswith(first) and len(first) < len("".join(LINE).rstrip("\n")), first
+    await until_async(lambda: _written(clock, engine, req, lambda: req.state != "running"), "the rest of the line to be written", hang_s=HANG_S)
+    await until_async(lambda: _async(notices), "the $/quickcode/moreText notice", hang_s=HANG_S)
+    pos = end_pos(TEXT)
+    assert notices == [{"textDocument": {"uri": URI}, "position": {"line": pos.line, "character": pos.character}}]
+    before = (await command(client, "quickcode.stats"))["backend_requests"]
+    again = await client.text_document_inline_completion_async(inline_params(TEXT, invoked=False))
+    assert again.items, "asked again where the notice said, the whole line is there"
+    assert again.items[0].insert_text == "".join(LINE).rstrip("\n"), (first, again.items[0].insert_text)
+    assert (await command(client, "quickcode.stats"))["backend_requests"] == before
