@@ -20,11 +20,11 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.fake_engine import FakeEngine, ManualClock
 from tests.conftest import fake_settings
-from tests.test_lsp_e2e import capabilities, command, inline_params, open_doc, quiet_status
+from tests.test_lsp_e2e import command, inline_params, open_doc
+from tests.lsp_held import HANG_S, connect, status_if
 from tests.waits import until_async
 
 TEXT = "import os\n"
-HANG_S = 30.0
 
 
 @pytest.fixture
@@ -38,22 +38,10 @@ def held(fake_backend):
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
 async def client(lsp_client: LanguageClient, held):
     b, _, _ = held
-    quiet_status(lsp_client)
-    await lsp_client.initialize_session(T.InitializeParams(
-        capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
-        initialization_options={"endpoints": [b.ws_url], "predictor": False, "warmup": False, "cache": False,
-                                "inflightReuse": False, "maxTokens": 256, "multilineMaxLines": 200,
-                                "deadlineMs": 600_000, "linePatienceMs": 0, "blockPatienceMs": 0,
-                                "stateDir": ""}))
-    await until_async(lambda: _status_if(lsp_client, lambda st: st.get("connected")), "the server to connect",
-                      hang_s=HANG_S)
+    await connect(lsp_client, b.ws_url, {"cache": False, "inflightReuse": False, "maxTokens": 256, "multilineMaxLines": 200,
+                                        "linePatienceMs": 0, "blockPatienceMs": 0})
     yield
     await lsp_client.shutdown_session()
-
-
-async def _status_if(client: LanguageClient, pred) -> dict | None:
-    st = await command(client, "quickcode.status")
-    return st if pred(st) else None
 
 
 async def test_cancel_request_aborts_the_engine_request(client: LanguageClient, held):
@@ -66,7 +54,7 @@ async def test_cancel_request_aborts_the_engine_request(client: LanguageClient, 
                       "the request to run in the engine", hang_s=HANG_S)
     (req,) = engine.live
     await asyncio.to_thread(clock.step, engine.ttft_s)
-    st = await until_async(lambda: _status_if(client, lambda st: st["streaming_ids"]), "the first chunk to arrive",
+    st = await until_async(lambda: status_if(client, lambda st: st["streaming_ids"]), "the first chunk to arrive",
                            hang_s=HANG_S)
     rid = st["streaming_ids"][-1]
     assert not task.done() and req.state == "running" and len(req.tokens) == 1

@@ -18,12 +18,12 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.fake_engine import FakeEngine, ManualClock
 from tests.conftest import fake_settings
-from tests.test_lsp_e2e import URI, _plain, capabilities, command, end_pos, inline_params, open_doc, quiet_status
+from tests.test_lsp_e2e import URI, _plain, command, end_pos, inline_params, open_doc
+from tests.lsp_held import HANG_S, connect, status_if
 from tests.waits import until_async
 
 TEXT = "def add(a, b, c):\n    return"
 LINE = [" a", " +", " b", " +", " c", "\n"]
-HANG_S = 30.0
 
 
 @pytest.fixture
@@ -37,21 +37,9 @@ def held(fake_backend):
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
 async def client(lsp_client: LanguageClient, held):
     b, _, _ = held
-    quiet_status(lsp_client)
-    await lsp_client.initialize_session(T.InitializeParams(
-        capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
-        initialization_options={"endpoints": [b.ws_url], "predictor": False, "warmup": False,
-                                "suggestionUnit": "block", "linePatienceMs": 1, "blockPatienceMs": 1,
-                                "deadlineMs": 600_000, "stateDir": ""}))
-    await until_async(lambda: _status_if(lsp_client, lambda st: st.get("connected")), "the server to connect",
-                      hang_s=HANG_S)
+    await connect(lsp_client, b.ws_url, {"suggestionUnit": "block", "linePatienceMs": 1, "blockPatienceMs": 1})
     yield
     await lsp_client.shutdown_session()
-
-
-async def _status_if(client: LanguageClient, pred) -> dict | None:
-    st = await command(client, "quickcode.status")
-    return st if pred(st) else None
 
 
 async def _written(clock: ManualClock, engine: FakeEngine, req, done) -> bool:
