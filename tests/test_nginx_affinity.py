@@ -1,5 +1,6 @@
-"""Scale-out: Debian's nginx in front of two real backend replicas (the session's backend and one more, with
-another replica_id), configured by deploy/nginx/render.py. Each user always lands on the same replica (the
+"""Scale-out: Debian's nginx in front of two backend replicas (real servers — uvicorn, HTTP, WebSockets — each
+with its own replica_id, over the fake engine: what is tested is nginx and our routing, not vLLM), configured
+by deploy/nginx/render.py. Each user always lands on the same replica (the
 welcome frame names it), users spread over both, WebSocket streaming and SSE pass through the proxy, and
 when a replica goes away only its users move (consistent hashing).
 """
@@ -15,11 +16,11 @@ import time
 import httpx
 import pytest
 
-from backend.launch import free_port, start_backend, stop_backend
-from tests.conftest import ARTIFACTS, REPO
+from backend.launch import free_port
+from tests.conftest import ARTIFACTS, REPO, fake_server
 from tests.ws_helpers import complete, open_session
 
-pytestmark = [pytest.mark.nginx, pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.nginx]
 
 N_USERS, CONNS_PER_USER = 40, 3
 
@@ -45,14 +46,18 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout_s: float = 10.0) -> No
 
 
 @pytest.fixture(scope="module")
-def cluster(backend, tmp_path_factory):
+def cluster(tmp_path_factory):
     nginx = shutil.which("nginx", path="/usr/sbin:/usr/bin:/sbin:/bin")
     if nginx is None:
         pytest.fail("nginx is not installed: `scripts/setup.sh nginx` installs Debian's package")
-    replica_b = start_backend(ARTIFACTS / "logs" / "backend-replica-b.log", "spec_method=off", "replica_id=replica-b")
+    with fake_server(replica_id="replica-a") as replica_a, fake_server(replica_id="replica-b") as replica_b:
+        yield from _behind_nginx(nginx, replica_a, replica_b, tmp_path_factory)
+
+
+def _behind_nginx(nginx: str, replica_a, replica_b, tmp_path_factory):
     prefix = str(tmp_path_factory.mktemp("nginx"))
     port = free_port()
-    conf = render.render_standalone([f"127.0.0.1:{backend.port}", f"127.0.0.1:{replica_b.port}"],
+    conf = render.render_standalone([f"127.0.0.1:{replica_a.port}", f"127.0.0.1:{replica_b.port}"],
                                     f"127.0.0.1:{port}", prefix)
     conf_path = f"{prefix}/nginx.conf"
     with open(conf_path, "w") as f:
@@ -64,14 +69,14 @@ def cluster(backend, tmp_path_factory):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port, proc)
-        direct, w = open_session(backend.ws_url)
+        direct, w = open_session(replica_a.ws_url)
         direct.close()
         yield {"port": port, "ws": f"ws://127.0.0.1:{port}/v1/ws", "http": f"http://127.0.0.1:{port}",
-               "replicas": {w["replica"]: backend, "replica-b": replica_b}, "prefix": prefix}
+               "replicas": {w["replica"]: replica_a, "replica-b": replica_b}, "prefix": prefix}
     finally:
         proc.terminate()
         proc.wait(10)
-        stop_backend(replica_b)
+        (ARTIFACTS / "logs").mkdir(parents=True, exist_ok=True)
         shutil.copy(f"{prefix}/error.log", ARTIFACTS / "logs" / "nginx-error.log")
 
 
@@ -116,7 +121,7 @@ def test_streaming_passes_through_the_proxy(cluster):
 
 def test_losing_a_replica_moves_only_its_users(cluster):
     before = {i: _replica_of(cluster, i) for i in range(N_USERS)}
-    stop_backend(cluster["replicas"]["replica-b"])
+    cluster["replicas"]["replica-b"].stop()
     t0 = time.perf_counter()
     after = {i: _replica_of(cluster, i) for i in range(N_USERS)}
     elapsed = time.perf_counter() - t0
