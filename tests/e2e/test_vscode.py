@@ -125,13 +125,14 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
     shot = tmp_path / "code_server_ghost_text.png"
     res: dict = {}
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 120      # a hang detector: far beyond code-server's start-up here
+        while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
                     break
             except Exception:
                 assert cs.poll() is None, "code-server exited:\n" + tail(cs_log)
+                assert time.monotonic() < deadline, "hung: code-server never answered /healthz\n" + tail(cs_log)
                 time.sleep(0.3)
         t.lap("code_server_up")
         drv = subprocess.run(
