@@ -26,6 +26,8 @@ class ClientConfig:
     # is taken; one line at a time) or "block" (the whole line or block). A developer takes a suggestion whole;
     # most text shown whole was right for a word or two, then wrong (bench typing)
     suggestion_unit: str = "word"
+    word_max_tokens: int = 0            # by the word unit, a request generates at most this many tokens (0:
+                                        # max_tokens): the next word or two, not the rest of the line nobody sees
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
@@ -39,6 +41,7 @@ class ClientConfig:
     learn_pauses: bool = True           # ...and by how long this user pauses at this kind of place (debounce.py)
     pause_min_chance: float = 0.9       # ask where the pause outlasts the time to show text this often
     pause_wait_cap_ms: float = 200.0    # ...but never wait longer than this after a key (debounce.py)
+    pause_read_ms: float = 0.0          # ...text counts as in time only if shown this long before the next key
     # context
     prefix_max_chars: int = 3000        # ~800 tokens
     suffix_max_chars: int = 800
@@ -93,9 +96,11 @@ class ClientConfig:
 # what a number setting may be (inclusive); outside, the setting is refused and the old value kept
 RANGES = {
     "probe_interval_s": (0.1, 86_400), "max_tokens": (1, 4096), "multiline_max_lines": (1, 1000),
-    "hot_streak_lines": (0, 1000), "deadline_ms": (0, 600_000), "block_patience_ms": (0, 600_000),
+    "hot_streak_lines": (0, 1000), "word_max_tokens": (0, 4096), "deadline_ms": (0, 600_000),
+    "block_patience_ms": (0, 600_000),
     "line_patience_ms": (0, 600_000), "debounce_ms": (0, 60_000), "debounce_min_ms": (0, 60_000),
-    "debounce_max_ms": (0, 60_000), "pause_min_chance": (0, 1), "prefix_max_chars": (1, 1_000_000),
+    "debounce_max_ms": (0, 60_000), "pause_min_chance": (0, 1), "pause_read_ms": (0, 5000),
+    "prefix_max_chars": (1, 1_000_000),
     "suffix_max_chars": (0, 1_000_000), "window_quantum_lines": (1, 10_000), "window_warm_chars": (0, 1_000_000),
     "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
     "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
@@ -105,6 +110,17 @@ RANGES = {
 
 # what a text setting may be; any other value is refused and the old one kept
 CHOICES = {"suggestion_unit": ("block", "word")}
+
+
+def decode_tokens(cfg: ClientConfig, welcome, prefill_only: bool = False) -> int:
+    """A request's max_tokens: 1 for a prefill-only warm-up; else the setting within the server's limit, and by
+    the word unit at most `word_max_tokens` (when set)."""
+    if prefill_only:
+        return 1
+    n = min(cfg.max_tokens, welcome.max_tokens or cfg.max_tokens) if welcome else cfg.max_tokens
+    if cfg.suggestion_unit == "word" and cfg.word_max_tokens:
+        n = min(n, cfg.word_max_tokens)
+    return max(1, n)
 
 
 def _in_range(name: str, value):

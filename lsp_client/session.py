@@ -23,7 +23,7 @@ from lsp_client.accounting import Accounting
 from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
 from lsp_client.clock import REAL, Clock
-from lsp_client.config import ClientConfig
+from lsp_client.config import ClientConfig, decode_tokens
 from lsp_client.context import Context, build, first_window_end, window_chars, within_budget
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.documents import Ask, Doc, Suggestion
@@ -60,9 +60,7 @@ class Session:
 
     def apply_config(self, cfg: ClientConfig) -> None:
         self.cfg = self.pump.cfg = self.warmups.cfg = cfg
-        d = self.debounce
-        d.base_ms, d.min_ms, d.max_ms, d.adaptive = cfg.debounce_ms, cfg.debounce_min_ms, cfg.debounce_max_ms, cfg.adaptive_debounce
-        d.learn_pauses, d.min_chance, d.wait_cap_ms = cfg.learn_pauses, cfg.pause_min_chance, cfg.pause_wait_cap_ms
+        self.debounce.configure(cfg)
         self.predictor.min_ratio, self.predictor.exploration = cfg.predictor_min_ratio, cfg.predictor_exploration
         self.inflight.max_per_doc = cfg.max_inflight_per_doc
         self.state.state_dir = cfg.state_dir
@@ -264,9 +262,8 @@ class Session:
         welcome = getattr(self.channel, "welcome", None)      # the backend's limits, once connected
         prefix, suffix, snippets = within_budget(ctx.prefix, ctx.suffix, self._snippets(doc, ctx),
                                                  welcome.max_prompt_chars if welcome else 0)
-        max_tokens = min(self.cfg.max_tokens, welcome.max_tokens or self.cfg.max_tokens) if welcome else self.cfg.max_tokens
         msg = Complete(id=self.channel.new_id(), prefix=prefix, suffix=suffix, language=doc.language, path=doc.path,
-                       max_tokens=1 if prefill_only else max(1, max_tokens), priority=priority,
+                       max_tokens=decode_tokens(self.cfg, welcome, prefill_only), priority=priority,
                        prefill_only=prefill_only, snippets=snippets)
         return self.pump.launch(msg, doc.uri, ctx, self._shape(ctx))
 
