@@ -117,12 +117,12 @@ class Session:
         `Stats.decisions()`."""
         self.stats.requests += 1
         try:
-            return await self._complete(uri, offset, explicit)
+            return await self._complete(uri, offset, explicit, self.cfg.word_max_tokens > 0)
         except asyncio.CancelledError:
             self.stats.editor_cancelled += 1
             raise
 
-    async def _complete(self, uri: str, offset: int, explicit: bool) -> Suggestion | None:
+    async def _complete(self, uri: str, offset: int, explicit: bool, retry: bool = False) -> Suggestion | None:
         ask = self._ask(uri, offset)
         if ask is None:
             self.stats.not_asked += 1
@@ -153,6 +153,9 @@ class Session:
         except asyncio.CancelledError:
             self.pump.abandoned(flight, ask.doc.text is ask.snapshot)
             raise
+        if retry and not (launched or text) and flight.end is End.DONE and typed >= len(flight.streamed) \
+                and ask.doc.text is ask.snapshot:    # typed through to the end of a bounded look-ahead: ask anew
+            return await self._complete(uri, offset, explicit)
         return self._answer(ask, flight, text, typed, final, launched)
 
     def _ask(self, uri: str, offset: int) -> Ask | None:

@@ -10,7 +10,7 @@ from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig, decode_tokens
 from lsp_client.session import Session
 from protocol import Done, FinishReason
-from tests.unit.test_hot_streak_waste import BEFORE
+from tests.unit.test_hot_streak_waste import BEFORE, _settle
 from tests.unit.test_session_property import URI, FakeChannel
 from tests.unit.test_word_unit import _ask
 
@@ -48,3 +48,29 @@ async def test_the_next_word_past_the_bound_is_asked_for_where_it_starts():
     s = await ask
     assert rid2 != rid and chan.msgs[rid2].prefix.endswith("add(a,") and chan.msgs[rid2].max_tokens == 3
     assert s is not None and s.text == " b)"
+
+
+async def test_a_look_ahead_typed_through_to_its_end_while_it_finishes_asks_anew_instead_of_answering_nothing():
+    """The editor asks where the bounded generation's text ends, before its end has arrived: the running request
+    is reused, then ends with nothing beyond — a new request is made there (bench typing: 'self,' after
+    'def __exit__(' answered empty in 8 ms with word_max_tokens 4)."""
+    chan = FakeChannel(random.Random(0))
+    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
+                       prefetch=False, cache=False, word_max_tokens=3)
+    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
+    c.on_open(URI, "/t.py", "python", BEFORE)
+    ask, rid = await _ask(c, chan, BEFORE, "add(a")
+    chan.feed(rid, 4)                                           # "add(": its 3 tokens, the end not yet told
+    text = BEFORE + "add("                                      # the user typed it meanwhile
+    c.on_change(URI, text, len(text))
+    await ask
+    again, _ = await _ask(c, chan, text)
+    assert len(chan.msgs) == 1 and not again.done()             # waiting on the running request
+    chan.streams[rid]._push(Done(id=rid, finish_reason=FinishReason.LENGTH))
+    await _settle()
+    assert len(chan.msgs) == 2 and not again.done()             # it ended with nothing more: asked anew
+    rid2 = f"r{chan.n}"
+    chan.planned[rid2] = "a, b)"
+    chan.feed(rid2, 5)
+    s = await again
+    assert s is not None and s.text == "a," and chan.msgs[rid2].prefix.endswith("add(")
