@@ -1,0 +1,127 @@
+"""Where a typing-benchmark arm's decoded tokens and backend requests go (issue 15's cost diagnosis), from the
+session records of `quickcode bench typing` (benchmarks/typing.py):
+
+  python -m benchmarks.typing_cost ROWS [--state DIR] [--read-ms MS] [--sessions N]
+
+Tokens: per session, the engine's output tokens split into the tokens of the text that reached the editor (as
+typing_figures counts them), the tokens of requests none of whose text was shown (the language server's own
+`wasted_by`: typed_away, stopped_early, empty, prefetch — warm-ups are prefill-only, max_tokens 1, and count
+as prefetch), and the rest: tokens of shown requests beyond the text shown.
+Requests by place (an estimate): an ask answered from the network launched its request; an ask the next key
+cancelled launched one if its gap outlasted the learnt wait of its place (the run's final learnt pauses,
+`--state`, with the run's `pause_read_ms`). Places: in a string literal (the file's tokens), else by
+lsp_client.places.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import io
+import json
+import sysconfig
+import tokenize
+from pathlib import Path
+
+from benchmarks.typing_figures import rid_of, shown_chars_by_request
+from lsp_client.debounce import AdaptiveDebounce
+from lsp_client.places import place_of
+
+PLACES = ("mid-word", "after space", "after punctuation", "line start", "in string")
+
+
+def string_spans(source: str, base: int) -> list[tuple[int, int]]:
+    """(start, end) offsets of the string literals of `source`, relative to `base`."""
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    return [(starts[t.start[0] - 1] + t.start[1] - base, starts[t.end[0] - 1] + t.end[1] - base)
+            for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type == tokenize.STRING]
+
+
+def place_class(target: str, at: int, spans: list[tuple[int, int]]) -> str:
+    if any(a < at < b for a, b in spans):
+        return "in string"
+    line = target[:at][target[:at].rfind("\n") + 1:]
+    return {"line": "line start", "word": "mid-word", "space": "after space"}.get(place_of(line).kind,
+                                                                                   "after punctuation")
+
+
+def tokens_of(row: dict, count) -> dict:
+    """A session's decoded tokens: shown, of requests never shown (by how they ended), beyond the shown text."""
+    decoded = row["engine"]["output_tokens"]
+    shown = sum(count(t) for t in shown_chars_by_request(row["shows"]).values())
+    never = {k: v for k, v in row["wasted_by"].items() if v}
+    return {"decoded": decoded, "shown": shown, "never_shown_requests": never,
+            "beyond_shown": decoded - shown - sum(never.values())}
+
+
+def requests_by_place(row: dict, spans: list[tuple[int, int]], debounce: AdaptiveDebounce) -> collections.Counter:
+    """(place, "asks" | "requests" | "accepted_chars") → count, for one session (requests estimated)."""
+    out, launched_at, target = collections.Counter(), {}, row["target"]
+    for a in row["asks"]:
+        at = a["at"]
+        where = place_class(target, at, spans)
+        p = place_of(target[:at][target[:at].rfind("\n") + 1:])
+        if a["outcome"] == "items":
+            launched = "+" not in a["id"]
+            if launched:
+                launched_at[a["id"]] = where
+        else:
+            launched = a["end_ms"] - a["t_ms"] > debounce.delay_ms(p.pause, p.kind) + 1
+        out[(where, "asks")] += 1
+        out[(where, "requests")] += launched
+    for x in row["accepts"]:
+        out[(launched_at.get(rid_of(x["id"]), "unknown"), "accepted_chars")] += len(x["text"])
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("rows", type=Path)
+    p.add_argument("--arm", default="ours")
+    p.add_argument("--state", type=Path, default=None, help="the run's learnt state of the arm (state-…-ours)")
+    p.add_argument("--read-ms", type=float, default=0.0, help="the run's pause_read_ms")
+    p.add_argument("--sessions", type=int, default=None, help="only the first N segments (the report's)")
+    args = p.parse_args(argv)
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(Path(__file__).resolve().parent.parent / "models" / "target" / "tokenizer.json"))
+    count = lambda t: len(tok.encode(t).ids)   # noqa: E731
+    debounce = AdaptiveDebounce(read_ms=args.read_ms)
+    if args.state is not None:
+        debounce.load(args.state / "pauses.json")
+    rows = [json.loads(line) for line in args.rows.open()]
+    rows = sorted((r for r in rows if r["arm"] == args.arm and (args.sessions is None or r["session"] < args.sessions)),
+                  key=lambda r: r["session"])
+    print("| segment | file | requests (warm-ups, prefetches) | decoded | shown | never shown | requests never "
+          "shown: tokens by ending | beyond the shown text | accepted chars |\n|---|---|---|---|---|---|---|---|---|")
+    total, places = collections.Counter(), collections.Counter()
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for r in rows:
+        t = tokens_of(r, count)
+        never = t.pop("never_shown_requests")
+        total.update(t)
+        total.update({f"never:{k}": v for k, v in never.items()})
+        total.update(requests=r["engine"]["requests"], warmups=r["warmups"], prefetches=r["prefetches"])
+        print(f"| {r['session'] + 1} | {r['file']} | {r['engine']['requests']} ({r['warmups']}, {r['prefetches']}) "
+              f"| {t['decoded']} | {t['shown']} | {1 - t['shown'] / max(1, t['decoded']):.0%} | "
+              f"{', '.join(f'{k} {v}' for k, v in never.items())} | {t['beyond_shown']} | {r['accepted_chars']} |")
+        source = (stdlib / r["file"]).read_text()
+        places += requests_by_place(r, string_spans(source, source.find(r["target"])), debounce)
+    d, never = total["decoded"], sum(v for k, v in total.items() if k.startswith("never:"))
+    print(f"\n{len(rows)} sessions: {total['requests']} requests ({total['warmups']} warm-ups, "
+          f"{total['prefetches']} prefetches), {d} decoded tokens, {total['shown']} shown "
+          f"({1 - total['shown'] / max(1, d):.1%} never shown); beyond the shown text of shown requests "
+          f"{total['beyond_shown']} ({total['beyond_shown'] / max(1, d):.0%}); requests never shown {never} "
+          f"({never / max(1, d):.0%}: "
+          + ", ".join(f"{k[6:]} {v}" for k, v in total.items() if k.startswith("never:")) + ")")
+    print("\n| place (of the ask) | editor asks | backend requests (est.) | accepted chars (by its request's place) |"
+          "\n|---|---|---|---|")
+    for where in (*PLACES, "unknown"):
+        print(f"| {where} | {places[(where, 'asks')]} | {places[(where, 'requests')]} | "
+              f"{places[(where, 'accepted_chars')]} |")
+    est = sum(v for (_, k), v in places.items() if k == "requests")
+    print(f"\nkeystroke requests: {est} estimated, {total['requests'] - total['warmups'] - total['prefetches']} counted")
+
+
+if __name__ == "__main__":
+    main()
