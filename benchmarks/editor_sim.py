@@ -5,7 +5,10 @@ words, pauses at line ends and punctuation, occasional typos fixed with backspac
 as editors do, so indentation is not typed space by space), sends incremental
 didChange notifications, asks for inline completion the way VS Code does (every keystroke, cancelling the
 previous request) or the way Neovim does (200 ms after typing stops), and accepts a suggestion (its text
-inserted, its command executed) when it matches what the developer was about to type.
+inserted, its command executed) when it matches what the developer was about to type. A developer of kind
+"word" (TypingModel.developer; benchmarks/accept_rule.py) also takes the right words of a suggestion that is
+wrong further on, with accept-next-word as VS Code does: each word inserted, each step reported to the
+language server with `textDocument/didPartiallyAcceptCompletion` (the item, the length accepted so far).
 
 The developer's timing, typos and acceptance coin are drawn per position of the typed text (a random stream
 seeded by (seed, position)), not from one stream for the whole session: two language servers typing the same
@@ -21,8 +24,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from lsprotocol import converters
 from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
+
+from benchmarks.accept_rule import accept_steps, accepted_len
 
 
 @dataclass
@@ -35,6 +41,7 @@ class TypingModel:
     accept_prob: float = 0.9          # chance to accept a correct suggestion
     react_ms: float = 350.0           # reading the ghost text before pressing Tab
     speed: float = 1.0                # >1 = faster (benchmarks compress time)
+    developer: str = "whole"          # takes ghost text only whole, or "word": its right words too
 
     def gap_ms(self, rng: random.Random, prev: str) -> float:
         if prev == "\n":
@@ -59,7 +66,7 @@ class SessionResult:
     benchmark needs to tell where accepted characters were won or lost) and the counts read off them."""
     asks: list[dict] = field(default_factory=list)       # {at, version, t_ms, end_ms, outcome, text, id}
     shows: list[dict] = field(default_factory=list)      # {at, version, t_ms, text, id, pause}
-    accepts: list[dict] = field(default_factory=list)    # {at, text, id}
+    accepts: list[dict] = field(default_factory=list)    # {at, text, id, partial}: partial = word steps
     waits: list[dict] = field(default_factory=list)      # {at, gap_ms, ghost_ms}: every gap before a key
     pause_to_ghost_ms: list[float] = field(default_factory=list)   # for pauses where ghost text appeared
     request_latency_ms: list[float] = field(default_factory=list)  # request → non-empty answer
@@ -193,6 +200,13 @@ class SimEditor:
     def cancel(self, msg_id: int) -> None:
         self.client.cancel_request(T.CancelParams(id=msg_id))   # $/cancelRequest; the server answers -32800
 
+    def partially_accepted(self, item: T.InlineCompletionItem, accepted_chars: int) -> None:
+        """What VS Code (our extension, with the proposed API) and our Neovim plugin send on a partial accept:
+        the item as the server sent it and the length of its text accepted so far."""
+        lsp_item = converters.get_converter().unstructure(item, T.InlineCompletionItem)
+        self.client.protocol.notify("textDocument/didPartiallyAcceptCompletion",
+                                    {"item": lsp_item, "acceptedLength": accepted_chars})
+
     async def command(self, name: str, *args):
         return await self.client.workspace_execute_command_async(T.ExecuteCommandParams(command=name, arguments=list(args)))
 
@@ -247,13 +261,21 @@ class SimEditor:
             pending = self.ask()
             pending[1].add_done_callback(lambda t, v=self.version, a=ask: on_answer(t, v, a))
 
-        async def accept() -> str:
+        async def accept(chars: int) -> str:
+            """Tab (all of the ghost text: its command runs), or `chars` of it by accept-next-word pressed
+            once per word step (each step inserts its word and is reported; the item stays, no command)."""
             nonlocal shown
-            text, cmd = shown["text"], shown["item"].command
-            self.insert(text)
-            if cmd is not None:
-                await self.command(cmd.command, *(cmd.arguments or []))
-            res.accepts.append({"at": at, "text": text, "id": _item_id(shown["item"])})
+            text, item = shown["text"][:chars], shown["item"]
+            partial = chars < len(shown["text"])
+            if partial:
+                for piece, so_far in accept_steps(shown["text"], chars):
+                    self.insert(piece)
+                    self.partially_accepted(item, so_far)
+            else:
+                self.insert(text)
+                if item.command is not None:
+                    await self.command(item.command.command, *(item.command.arguments or []))
+            res.accepts.append({"at": at, "text": text, "id": _item_id(item), "partial": partial})
             res.events.append(Event(self.now_ms(), "accepted", {"text": text[:80]}))
             shown = None
             return text
@@ -298,12 +320,14 @@ class SimEditor:
                             res.pause_to_ghost_ms.append(shown["t_ms"] - last_key_ms)
                     res.shows[-1]["pause"] = is_pause
                     seen = shown
-                    if target[at:].startswith(shown["text"]) and rng.random() < model.accept_prob:
+                    if (accepted_len(shown["text"], target[at:], model.developer)
+                            and rng.random() < model.accept_prob):
                         await asyncio.sleep(model.react_ms / model.speed / 1000)
                         # Tab takes the ghost text shown now: it may have grown or changed while being read
-                        if (shown is not None and shown["version"] == self.version
-                                and target[at:].startswith(shown["text"])):
-                            accepted_text = await accept()
+                        take = 0 if shown is None or shown["version"] != self.version else \
+                            accepted_len(shown["text"], target[at:], model.developer)
+                        if take:
+                            accepted_text = await accept(take)
                             break
             if accepted_text is not None:
                 at += len(accepted_text)

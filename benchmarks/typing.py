@@ -18,6 +18,10 @@ backend's own counters) per accepted character, generated tokens never shown —
 to ghost text. Every baseline-accepted suggestion ours did not accept is attributed to a cause
 (benchmarks/typing_figures.py). Sessions are kept one JSON line each (--rows), so a run can be continued in a
 later hold of the machine with a larger --sessions: only sessions typed by the same client code are pooled.
+The simulated developer is of one kind per session (--developer; benchmarks/accept_rule.py): `whole` takes a
+suggestion only whole, `word` also takes the right words of a longer one with accept-next-word (VS Code's
+Ctrl+Right); `both` types every segment with each kind, and the report sets the two side by side. Rows of
+different kinds are never pooled.
 """
 from __future__ import annotations
 
@@ -55,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ours-settings", type=json.loads, default=None, metavar="JSON",
                    help="client settings over ours' defaults, e.g. an earlier client's defaults for a before/after "
                         "comparison: '{\"predictor\": true, \"hot_streak_lines\": 3}' (kept in the rows' key)")
+    p.add_argument("--developer", choices=("whole", "word", "both"), default="whole",
+                   help="the simulated developer: takes suggestions only whole (as before), also word by "
+                        "word with accept-next-word, or both kinds (each types every segment; side by side)")
     p.add_argument("--rows", type=Path, default=None,
                    help="keep each session's record in this JSON-lines file and continue from it: sessions already "
                         "there (same client code, seed, size) are not typed again")
@@ -107,7 +114,8 @@ def _engine_counters(http: str) -> dict:
     return out
 
 
-async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir: str) -> dict:
+async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir: str,
+                   developer: str = "whole") -> dict:
     from benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
 
     path, before, target = seg
@@ -122,7 +130,7 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
         if st.get("connected"):
             break
         await asyncio.sleep(0.05)
-    res = await ed.type_text(target, TypingModel(speed=speed))
+    res = await ed.type_text(target, TypingModel(speed=speed, developer=developer))
     await asyncio.sleep(1.0)                 # let the last requests end, so their tokens are counted
     stats = await ed.command("quickcode.stats")
     await ed.stop()
@@ -143,13 +151,17 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
             "cancelled": g("cancelled"), "stopped_early": g("stopped_early"), "skipped": g("skipped_predictor"),
             "superseded_waits": g("superseded_waits"), "empty": g("empty"), "empty_from_cache": g("empty_from_cache"),
             "prefetches": g("prefetches"), "warmups": g("warmups"), "wasted_by": stats.get("wasted_by", {}),
-            "decisions": stats.get("decisions", {})}
+            "decisions": stats.get("decisions", {}), "developer": developer,
+            # what the language server counted of the accepts (partial accepts reach it as notifications)
+            "server_accepted_chars": stats.get("accepted_chars", 0),
+            "server_partial": (stats.get("outcomes") or {}).get("partial", 0)}
 
 
 def _code_key() -> str:
     """What the pooled sessions must share: the language server's code (and the simulator's)."""
     h = hashlib.sha256()
-    for p in sorted([*(REPO / "lsp_client").glob("*.py"), REPO / "benchmarks" / "editor_sim.py"]):
+    sim = [REPO / "benchmarks" / "editor_sim.py", REPO / "benchmarks" / "accept_rule.py"]
+    for p in sorted([*(REPO / "lsp_client").glob("*.py"), *sim]):
         h.update(p.name.encode() + p.read_bytes())
     return h.hexdigest()[:12]
 
@@ -168,14 +180,16 @@ def _setting_key(args) -> dict:
     return key
 
 
-def _load_rows(path: Path | None, key: dict) -> dict[tuple[int, str], dict]:
+def _load_rows(path: Path | None, key: dict) -> dict[tuple[int, str, str], dict]:
+    """The kept sessions that share `key`, by (segment, arm, developer kind: rows kept before there were
+    kinds are the whole developer's)."""
     rows = {}
     if path is None or not path.exists():
         return rows
     for line in path.read_text().splitlines():
         r = json.loads(line)
         if all(r.get(k) == v for k, v in key.items()):
-            rows[(r["session"], r["arm"])] = r
+            rows[(r["session"], r["arm"], r.get("developer", "whole"))] = r
     return rows
 
 
@@ -198,9 +212,11 @@ def run(args: argparse.Namespace) -> dict:
         raise SystemExit(f"--arms: 'ours' and any of {', '.join(a for a in ARMS if a != 'ours')} (got {args.arms!r})")
     key = {"code": _code_key(), "seed": args.seed, "chars": args.chars, "speed": args.speed, **_setting_key(args)}
     arm_settings = {**ARMS, "ours": {**ARMS["ours"], **(getattr(args, "ours_settings", None) or {})}}
+    dev_arg = getattr(args, "developer", "whole")
+    devs = ["whole", "word"] if dev_arg == "both" else [dev_arg]
     rows = _load_rows(args.rows, key)
     segs = _segments(_files(args), args.sessions, args.chars, args.seed)
-    todo = [i for i in range(len(segs)) if any((i, a) not in rows for a in arms)]
+    todo = [i for i in range(len(segs)) if any((i, a, d) not in rows for a in arms for d in devs)]
     t_start = time.monotonic()
     args.started_s = time.time()
     backend, url = None, args.url
@@ -209,23 +225,27 @@ def run(args: argparse.Namespace) -> dict:
         url = backend.ws_url
     # what each arm's client learns (pauses, the predictor) is kept across its sessions, and beside the rows
     # across the holds a run is continued in, as an editor keeps it across its sessions
-    state = {a: str(args.rows.parent / f"state-{key['code']}-{a}") if args.rows is not None
-             else tempfile.mkdtemp(prefix=f"qc-typing-{a}-") for a in arms}
+    # (per developer kind: what a client learns depends on what its developer takes)
+    tag = lambda a, d: a if d == "whole" else f"{d}-{a}"
+    state = {(a, d): str(args.rows.parent / f"state-{key['code']}-{tag(a, d)}") if args.rows is not None
+             else tempfile.mkdtemp(prefix=f"qc-typing-{tag(a, d)}-") for a in arms for d in devs}
     try:
         spent = lambda: (time.monotonic() - t_start) / 60 > args.budget_min or _past(getattr(args, "until", None))
         for i in todo:
             order = arms[i % len(arms):] + arms[: i % len(arms)]      # rotate: the machine's noise hits every arm
-            for name in order:
-                if (i, name) in rows:
+            kinds = devs[i % len(devs):] + devs[: i % len(devs)]      # and the developer kinds
+            for dev, name in [(d, a) for d in kinds for a in order]:
+                if (i, name, dev) in rows:
                     continue
                 if spent():                   # checked per session: a hold's last minutes type one arm, not none
                     break
                 seg = segs[i]
-                print(f"[typing] session {i + 1}/{len(segs)} {name}: {seg[0].name}, {len(seg[2])} chars",
-                      file=sys.stderr, flush=True)
-                r = asyncio.run(_session(url, arm_settings[name], seg, args.seed + i, args.speed, state[name]))
-                r.update(key, session=i, arm=name, file=seg[0].name)
-                rows[(i, name)] = r
+                print(f"[typing] session {i + 1}/{len(segs)} {name} ({dev} developer): {seg[0].name}, "
+                      f"{len(seg[2])} chars", file=sys.stderr, flush=True)
+                r = asyncio.run(_session(url, arm_settings[name], seg, args.seed + i, args.speed,
+                                         state[(name, dev)], dev))
+                r.update(key, session=i, arm=name, file=seg[0].name, developer=dev)
+                rows[(i, name, dev)] = r
                 if args.rows is not None:
                     args.rows.parent.mkdir(parents=True, exist_ok=True)
                     with args.rows.open("a") as f:
@@ -237,10 +257,11 @@ def run(args: argparse.Namespace) -> dict:
     finally:
         if backend is not None:
             stop_backend(backend, 60)
-    done = [i for i in range(len(segs)) if all((i, a) in rows for a in arms)]
-    if not done:
+    done = {d: [i for i in range(len(segs)) if all((i, a, d) in rows for a in arms)] for d in devs}
+    if not any(done.values()):
         raise SystemExit("no segment typed by every arm yet")
-    return _report(args, arms, [[rows[(i, a)] for a in arms] for i in done], key)
+    by_dev = {d: [[rows[(i, a, d)] for a in arms] for i in done[d]] for d in devs if done[d]}
+    return _report(args, arms, by_dev, key)
 
 
 def _past(until: str | None) -> bool:
@@ -262,14 +283,118 @@ def _fmt_ci(x: float, ci, f="{:.1f}") -> str:
     return f"{f.format(x)} [{f.format(ci[0])}, {f.format(ci[1])}]"
 
 
-def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dict:
-    count = _counter(REPO / "models" / "target" / "tokenizer.json")
+DEVELOPER_SAYS = {"whole": "takes a suggestion only whole (Tab)",
+                  "word": "takes a suggestion whole when all of it is right, else its right words "
+                          "(accept-next-word, reported to the language server as a partial accept)"}
+
+
+def _kind_figures(arms: list[str], sessions: list[list[dict]], count) -> dict:
+    """One developer kind's figures: per arm (its sessions, their sums), intervals, contrasts."""
     by_arm = {a: [s[k] for s in sessions] for k, a in enumerate(arms)}
     figs = {a: [tf.session_figures(r, count) for r in rows] for a, rows in by_arm.items()}
     summ = {a: tf.summarize(f) for a, f in figs.items()}
-    ci = tf.intervals(figs) if len(sessions) > 1 else {}
-    con = tf.contrasts(summ)
+    return {"sessions": sessions, "by_arm": by_arm, "summ": summ,
+            "ci": tf.intervals(figs) if len(sessions) > 1 else {}, "con": tf.contrasts(summ)}
+
+
+def _attribution(arms: list[str], sessions: list[list[dict]], base: str, developer: str):
+    """({cause: [suggestions, base's chars, of them ours' chars]}, chars ours won where `base` took none)."""
+    tally: dict[str, list[int]] = {c: [0, 0, 0] for c in tf.CAUSES}
+    won = 0
+    for s in sessions:
+        b, ours = s[arms.index(base)], s[arms.index("ours")]
+        for x in tf.attribute(b, ours, ours["target"], developer):
+            t = tally[x["cause"]]
+            t[0] += 1
+            t[1] += x["chars"]
+            t[2] += x["ours_chars"]
+        won += tf.wins(b, ours)
+    return {c: v for c, v in tally.items() if v[0]}, won
+
+
+def _targets(kind: dict, bases: list[str]) -> tuple[dict, list[list[str]]]:
+    """Issue 15's targets on one developer kind's figures: ({target: met}, report rows)."""
+    summ, ci, con = kind["summ"], kind["ci"], kind["con"]
+    t_rows, targets = [], {}
+    for b in bases:
+        r, lo = con[f"accepted_ratio_vs_{b}"], ci.get(f"accepted_ratio_vs_{b}", [math.nan])[0]
+        ok = r >= 1.0 and lo >= 0.9
+        targets[f"accepted_ge_1x_{b}"] = ok
+        t_rows.append([f"accepted characters ≥ 1.0× {b} (lower end of the interval ≥ 0.9)",
+                       _fmt_ci(r, ci.get(f"accepted_ratio_vs_{b}"), "{:.2f}×"), "yes" if ok else "no"])
+    if "naive" in bases:
+        f = con["fewer_requests_vs_naive"]
+        targets["fewer_requests_ge_80pct_vs_naive"] = f >= 0.80
+        t_rows.append(["≥ 80 % fewer backend requests than naive",
+                       _fmt_ci(f, ci.get("fewer_requests_vs_naive"), "{:.0%}"), "yes" if f >= 0.80 else "no"])
+    w = summ["ours"]["waste_share"]
+    targets["waste_le_10pct"] = w <= 0.10
+    t_rows.append(["generated tokens never shown ≤ 10 %", _fmt_ci(w, ci.get("ours.waste_share"), "{:.1%}"),
+                   "yes" if w <= 0.10 else "no"])
+    if "honest" in bases:
+        d, hi = con["p95_minus_honest_ms"], ci.get("p95_minus_honest_ms", [math.nan, math.nan])[1]
+        ok = not math.isnan(hi) and hi <= 10
+        targets["p95_not_worse_than_honest"] = ok
+        t_rows.append(["p95 pause → ghost text not worse than honest (upper end of the difference ≤ +10 ms)",
+                       _fmt_ci(d, ci.get("p95_minus_honest_ms"), "{:+.0f} ms"), "yes" if ok else "no"])
+    return targets, t_rows
+
+
+def _rnd(x, n=3):
+    return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else round(x, n)
+
+
+def _headline_of(kind: dict, arms: list[str], attribution: dict, targets: dict) -> dict:
+    """One developer kind's figures for the JSON headline."""
+    summ, ci = kind["summ"], kind["ci"]
+    out: dict = {"segments": len(kind["sessions"])}
+    for a in arms:
+        s = summ[a]
+        out[a] = {"accepted_chars": s["accepted_chars"], "accepted_per_100": _rnd(s["accepted_per_100"], 2),
+                  "partial_accepts": s["partial"], "partial_chars": s["partial_chars"],
+                  "backend_requests": s["backend_requests"],
+                  "engine_tokens_per_accepted_char": _rnd(s["engine_tokens_per_accepted_char"], 1),
+                  "waste_share": _rnd(s["waste_share"]), "cache_share": _rnd(s["cache_share"]),
+                  "p50_ms": _rnd(s["p50_ms"], 0), "p95_ms": _rnd(s["p95_ms"], 0)}
+    out["contrasts"] = {k: _rnd(v) for k, v in kind["con"].items()}
+    out["intervals_90"] = {k: [_rnd(v[0]), _rnd(v[1])] for k, v in ci.items()
+                           if not k.startswith(tuple(f"{a}." for a in arms)) or k.split(".")[1] in
+                           ("accepted_per_100", "p95_ms", "waste_share")}
+    out["loss_causes"] = {b: {c: v[1] for c, v in tally.items()} for b, (tally, _) in attribution.items()}
+    out["targets_met"] = targets
+    return out
+
+
+def _side_by_side(arms: list[str], kinds: dict[str, dict]) -> str:
+    """The headline figures of each developer kind, one column each."""
+    devs = list(kinds)
+    rows = [["segments typed by every arm", *(str(len(kinds[d]["sessions"])) for d in devs)]]
+    for a in arms:
+        rows.append([f"accepted characters per 100 typed: {a}",
+                     *(_fmt_ci(kinds[d]["summ"][a]["accepted_per_100"],
+                               kinds[d]["ci"].get(f"{a}.accepted_per_100"), "{:.2f}") for d in devs)])
+    for a in arms:
+        s = {d: kinds[d]["summ"][a] for d in devs}
+        rows.append([f"accepted characters (suggestions; of them word by word): {a}",
+                     *(f"{s[d]['accepted_chars']} ({s[d]['accepted']}; "
+                       f"{s[d]['partial_chars']} in {s[d]['partial']})" for d in devs)])
+    for b in (a for a in arms if a in ("naive", "honest")):
+        k = f"accepted_ratio_vs_{b}"
+        rows.append([f"accepted characters, ours / {b}",
+                     *(_fmt_ci(kinds[d]["con"][k], kinds[d]["ci"].get(k), "{:.2f}×") for d in devs)])
+    return md_table(["figure", *(f"{d} developer" for d in devs)], rows)
+
+
+def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dict) -> dict:
+    """The report of a run: the whole developer's figures in full (or the one kind typed), the kinds side by
+    side when both were typed, and each kind's loss attribution."""
+    count = _counter(REPO / "models" / "target" / "tokenizer.json")
+    kinds = {d: _kind_figures(arms, s, count) for d, s in by_dev.items()}
+    dev = "whole" if "whole" in kinds else next(iter(kinds))
+    sessions, by_arm, summ, ci = (kinds[dev][k] for k in ("sessions", "by_arm", "summ", "ci"))
     bases = [a for a in arms if a in ("naive", "honest")]
+    attribution = {d: {b: _attribution(arms, kinds[d]["sessions"], b, d) for b in bases} for d in kinds}
+    targets = {d: _targets(kinds[d], bases) for d in kinds}
     rep = Report("typing", "Typing benchmark: accepted text first, then what it costs",
                  out=getattr(args, "out", None))
     rep.started = getattr(args, "started_s", rep.started)
@@ -280,11 +405,16 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
             "pauses at the same places in every arm. Intervals: 90 %, resampling whole segments with "
             "replacement (2,000 draws), paired across arms."
             + "".join(f" {k.replace('_', ' ').capitalize()}: `{json.dumps(key[k])}`." for k in ("ours_settings", "backend_env")
-                      if k in key))
+                      if k in key)
+            + f" Simulated developer ({dev}): {DEVELOPER_SAYS[dev]}."
+            + (" The word developer's figures: [Developer kinds side by side](#developer-kinds-side-by-side)."
+               if len(kinds) > 1 else ""))
     pc = lambda a, k, f="{:.1f}": _fmt_ci(summ[a][k], ci.get(f"{a}.{k}"), f)
     rows = [
         ["accepted characters per 100 typed", *(pc(a, "accepted_per_100", "{:.2f}") for a in arms)],
         ["accepted characters (suggestions)", *(f"{summ[a]['accepted_chars']} ({summ[a]['accepted']})" for a in arms)],
+        *([["… of them word by word (partial accepts)",
+            *(f"{summ[a]['partial_chars']} ({summ[a]['partial']})" for a in arms)]] if dev == "word" else []),
         ["backend requests", *(pc(a, "backend_requests", "{:.0f}") for a in arms)],
         ["requests per 100 keystrokes", *(f"{summ[a]['requests_per_100_keys']:.1f}" for a in arms)],
         ["engine tokens: prefill + decode", *(f"{summ[a]['prefill_tokens']:,} + {summ[a]['decode_tokens']:,}" for a in arms)],
@@ -298,49 +428,26 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
     ]
     rep.add("## Headline\n\n" + md_table(["figure", *arms], rows))
     # ── targets (issue 15): value, then cost, then latency; never redefined to be met
-    t_rows, targets = [], {}
-    for b in bases:
-        r, lo = con[f"accepted_ratio_vs_{b}"], ci.get(f"accepted_ratio_vs_{b}", [math.nan])[0]
-        ok = r >= 1.0 and lo >= 0.9
-        targets[f"accepted_ge_1x_{b}"] = ok
-        t_rows.append([f"accepted characters ≥ 1.0× {b} (lower end of the interval ≥ 0.9)",
-                       _fmt_ci(r, ci.get(f"accepted_ratio_vs_{b}"), "{:.2f}×"), "yes" if ok else "no"])
-    if "naive" in bases:
-        f = con["fewer_requests_vs_naive"]
-        targets["fewer_requests_ge_80pct_vs_naive"] = f >= 0.80
-        t_rows.append(["≥ 80 % fewer backend requests than naive", _fmt_ci(f, ci.get("fewer_requests_vs_naive"), "{:.0%}"),
-                       "yes" if f >= 0.80 else "no"])
-    w = summ["ours"]["waste_share"]
-    targets["waste_le_10pct"] = w <= 0.10
-    t_rows.append(["generated tokens never shown ≤ 10 %", pc("ours", "waste_share", "{:.1%}"), "yes" if w <= 0.10 else "no"])
-    if "honest" in bases:
-        d, hi = con["p95_minus_honest_ms"], ci.get("p95_minus_honest_ms", [math.nan, math.nan])[1]
-        ok = not math.isnan(hi) and hi <= 10
-        targets["p95_not_worse_than_honest"] = ok
-        t_rows.append(["p95 pause → ghost text not worse than honest (upper end of the difference ≤ +10 ms)",
-                       _fmt_ci(d, ci.get("p95_minus_honest_ms"), "{:+.0f} ms"), "yes" if ok else "no"])
-    rep.add("## Targets (issue 15)\n\n" + md_table(["target", "ours (90 % interval)", "met"], t_rows))
+    rep.add("## Targets (issue 15)\n\n"
+            + md_table(["target", "ours (90 % interval)", "met"], targets[dev][1]))
+    if len(kinds) > 1:
+        rep.add("## Developer kinds side by side\n\n"
+                + "".join(f"The {d} developer {DEVELOPER_SAYS[d]}. " for d in kinds)
+                + "Each kind typed the same segments in every arm, with the same pauses and coins at the "
+                "same places; each arm's client learnt from its own kind's sessions only.\n\n"
+                + _side_by_side(arms, kinds))
     # ── where accepted characters were lost
-    attribution = {}
-    for b in bases:
-        tally: dict[str, list[int]] = {c: [0, 0, 0] for c in tf.CAUSES}
-        won = 0
-        for s in sessions:
-            base, ours = s[arms.index(b)], s[arms.index("ours")]
-            for x in tf.attribute(base, ours, ours["target"]):
-                t = tally[x["cause"]]
-                t[0] += 1
-                t[1] += x["chars"]
-                t[2] += x["ours_chars"]
-            won += tf.wins(base, ours)
-        attribution[b] = {c: {"suggestions": v[0], "chars": v[1], "ours_chars": v[2]} for c, v in tally.items() if v[0]}
-        attribution[b]["ours_only_chars"] = won
-        rep.add(f"## Where ours lost characters {b} accepted\n\n"
-                f"Each suggestion {b} accepted ({summ[b]['accepted']}, {summ[b]['accepted_chars']} characters), looked "
-                f"up at the same place of the same segment in ours' session. Ours accepted {won} characters at places "
-                f"where {b} accepted none of them.\n\n"
-                + md_table(["cause", "suggestions", f"{b}'s characters", "of them ours accepted too", "meaning"],
-                           [[c, v[0], v[1], v[2], tf.CAUSES[c]] for c, v in tally.items() if v[0]]))
+    for d in kinds:
+        for b in bases:
+            tally, won = attribution[d][b]
+            sb = kinds[d]["summ"][b]
+            kind = f" ({d} developer)" if len(kinds) > 1 else ""
+            rep.add(f"## Where ours lost characters {b} accepted{kind}\n\nEach suggestion {b} accepted "
+                    f"({sb['accepted']}, {sb['accepted_chars']} characters), looked up at the same place of "
+                    f"the same segment in ours' session. Ours accepted {won} characters at places where {b} "
+                    "accepted none of them.\n\n"
+                    + md_table(["cause", "suggestions", f"{b}'s characters", "of them ours accepted too",
+                                "meaning"], [[c, v[0], v[1], v[2], tf.CAUSES[c]] for c, v in tally.items()]))
     rep.add("**Cost columns.** Backend requests and engine tokens are the backend's own counters over each session "
             "(warm-ups, prefetches, cancelled and stopped requests included); prefill = prompt tokens not found in the "
             "engine's prefix cache. Never shown: output tokens minus the tokens of the text that reached the editor "
@@ -365,23 +472,12 @@ def _report(args, arms: list[str], sessions: list[list[dict]], key: dict) -> dic
                + ", ".join(f"{k} {v}" for k, v in sorted(decisions.items(), key=lambda kv: -kv[1]) if v)
                if decisions else "") + ".")
     _plot(rep, {a: summ[a]["_lat"] for a in arms})
-    rnd = lambda x, n=3: None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else round(x, n)
-    headline = {"segments": len(sessions), "chars_per_segment": args.chars, "client_code": key["code"],
-                **{k: key[k] for k in ("ours_settings", "backend_env") if k in key}}
-    for a in arms:
-        s = summ[a]
-        headline[a] = {"accepted_chars": s["accepted_chars"], "accepted_per_100": rnd(s["accepted_per_100"], 2),
-                       "backend_requests": s["backend_requests"],
-                       "engine_tokens_per_accepted_char": rnd(s["engine_tokens_per_accepted_char"], 1),
-                       "waste_share": rnd(s["waste_share"]), "cache_share": rnd(s["cache_share"]),
-                       "p50_ms": rnd(s["p50_ms"], 0), "p95_ms": rnd(s["p95_ms"], 0)}
-    headline["contrasts"] = {k: rnd(v) for k, v in con.items()}
-    headline["intervals_90"] = {k: [rnd(v[0]), rnd(v[1])] for k, v in ci.items()
-                                if not k.startswith(tuple(f"{a}." for a in arms)) or k.split(".")[1] in
-                                ("accepted_per_100", "p95_ms", "waste_share")}
-    headline["loss_causes"] = {b: {c: v["chars"] for c, v in attr.items() if isinstance(v, dict)}
-                               for b, attr in attribution.items()}
-    headline["targets_met"] = targets
+    top = _headline_of(kinds[dev], arms, attribution[dev], targets[dev][0])
+    headline = {"segments": top.pop("segments"), "chars_per_segment": args.chars, "client_code": key["code"],
+                **{k: key[k] for k in ("ours_settings", "backend_env") if k in key}, "developer": dev, **top}
+    if "word" in kinds:
+        word = kinds["word"]
+        headline["developer_word"] = _headline_of(word, arms, attribution["word"], targets["word"][0])
     return rep.finish(headline)
 
 

@@ -21,12 +21,15 @@ requests, prompt tokens looked up / found cached, output tokens). Figures:
 Loss attribution: every suggestion an arm B (a baseline) accepted is looked up in arm A's (ours) record of the
 same segment at the same position (the simulated developer meets the same pauses at the same places in both):
 kept, kept shorter, covered by an acceptance of A's that began earlier, or lost — and then why (`CAUSES`).
+Both arms' records must come from the same kind of simulated developer (benchmarks/accept_rule.py: `whole`
+takes a suggestion only whole, `word` also its right words); what counts as a right show depends on it.
 """
 from __future__ import annotations
 
 import math
 import random
 
+from benchmarks.accept_rule import accepted_len
 from benchmarks.report import percentile
 
 PAUSE_MS = 300.0
@@ -37,8 +40,9 @@ CAUSES = {
                     "early by patience, post-processing, or the cache's rest of an older suggestion)",
     "covered": "ours had already accepted a suggestion spanning this place",
     "later": "ours accepted from a later place inside the baseline's text",
-    "shown_longer": "ours showed the baseline's text and more, wrong beyond it (not taken: the simulated developer "
-                    "takes a suggestion whole)",
+    "shown_longer": "ours showed the baseline's text and more, wrong beyond it (not taken: the whole "
+                    "developer takes a suggestion only whole; for the word developer, its first word was "
+                    "wrong)",
     "shown_other": "ours showed other text there (not what comes next)",
     "shown_declined": "ours showed the right text, the developer's coin said no (a later show at the place)",
     "answer_late": "ours' answer came after the developer typed on (text for an older document version)",
@@ -95,6 +99,8 @@ def session_figures(row: dict, count_tokens=None) -> dict:
     distinct, reused = distinct_suggestions(row["shows"])
     return {
         "segment_chars": row["segment_chars"], "accepted_chars": row["accepted_chars"], "accepted": row["accepted"],
+        "partial": sum(1 for a in row["accepts"] if a.get("partial")),
+        "partial_chars": sum(len(a["text"]) for a in row["accepts"] if a.get("partial")),
         "keystrokes": row["keystrokes"],
         "backend_requests": eng.get("requests", row.get("backend_requests", 0)),
         "prefill_tokens": max(0, eng.get("prompt_tokens", 0) - eng.get("cached_tokens", 0)),
@@ -115,6 +121,7 @@ def summarize(figs: list[dict]) -> dict:
     return {
         "sessions": len(figs), "segment_chars": s["segment_chars"], "keystrokes": s["keystrokes"],
         "accepted": s["accepted"], "accepted_chars": s["accepted_chars"],
+        "partial": s["partial"], "partial_chars": s["partial_chars"],
         "accepted_per_100": 100 * s["accepted_chars"] / max(1, s["segment_chars"]),
         "backend_requests": s["backend_requests"],
         "requests_per_100_keys": 100 * s["backend_requests"] / max(1, s["keystrokes"]),
@@ -181,9 +188,10 @@ def _covering(accepts: list[dict], at: int) -> dict | None:
     return None
 
 
-def attribute(base: dict, ours: dict, target: str) -> list[dict]:
-    """Every suggestion the baseline accepted in `base`, looked up in `ours` (the same segment, `target`):
-    [{at, chars, cause, ours_chars}] — `ours_chars` of the baseline's characters ours accepted there too."""
+def attribute(base: dict, ours: dict, target: str, developer: str = "whole") -> list[dict]:
+    """Every suggestion the baseline accepted in `base`, looked up in `ours` (the same segment, `target`, the
+    same kind of `developer`): [{at, chars, cause, ours_chars}] — `ours_chars` of the baseline's characters
+    ours accepted there too."""
     out = []
     ours_at = {a["at"]: a for a in ours["accepts"]}
     for acc in base["accepts"]:
@@ -203,13 +211,14 @@ def attribute(base: dict, ours: dict, target: str) -> list[dict]:
             k = sum(min(len(a["text"]), at + n - a["at"]) for a in inside)
             out.append({"at": at, "chars": n, "ours_chars": k, "cause": "later"})
             continue
-        out.append({"at": at, "chars": n, "ours_chars": 0, "cause": _why_lost(ours, at, acc["text"], target)})
+        cause = _why_lost(ours, at, acc["text"], target, developer)
+        out.append({"at": at, "chars": n, "ours_chars": 0, "cause": cause})
     return out
 
 
-def _why_lost(ours: dict, at: int, text: str, target: str) -> str:
+def _why_lost(ours: dict, at: int, text: str, target: str, developer: str) -> str:
     shows = [s for s in ours["shows"] if s["at"] == at]
-    right = [s for s in shows if target.startswith(s["text"], at)]
+    right = [s for s in shows if accepted_len(s["text"], target[at:], developer)]   # what the developer takes
     if right:
         return "shown_declined"
     if shows:

@@ -1,4 +1,6 @@
 """The simulated developer's Enter: the editor indents the new line (what VS Code, Neovim and JetBrains do)."""
+import asyncio
+
 from benchmarks.editor_sim import _indent_at
 
 
@@ -36,3 +38,106 @@ def test_a_sessions_counts_are_read_off_its_position_logs():
                         accepts=[{"at": 1, "text": "ab"}, {"at": 5, "text": "c\n"}])
     assert (res.requests, res.shown, res.accepted, res.accepted_chars) == (3, 1, 2, 4)
     assert res.accepted_texts == ["ab", "c\n"]
+
+
+def test_a_partial_accept_is_reported_as_editors_report_it_the_item_and_the_length_accepted_so_far():
+    """textDocument/didPartiallyAcceptCompletion with the item as the server sent it (its accept command names
+    the suggestion) and acceptedLength: what our VS Code extension and Neovim plugin send."""
+    from lsprotocol import types as T
+
+    from benchmarks.editor_sim import SimEditor
+
+    ed = SimEditor(["true"])
+    sent = []
+    ed.client.protocol.notify = lambda method, params=None: sent.append((method, params))
+    item = T.InlineCompletionItem(insert_text="return self.height\n", command=T.Command(
+        title="t", command="quickcode.accept", arguments=[{"id": "r7+2", "chars": 19}]))
+    ed.partially_accepted(item, 12)
+    assert sent == [("textDocument/didPartiallyAcceptCompletion", {
+        "item": {"insertText": "return self.height\n",
+                 "command": {"title": "t", "command": "quickcode.accept", "arguments": [{"id": "r7+2", "chars": 19}]}},
+        "acceptedLength": 12})]
+
+
+class _VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on virtual time: waiting for the next timer moves the clock on, not the machine (the
+    simulated developer's pauses cost nothing and no outcome depends on how fast the machine is)."""
+
+    def __init__(self):
+        super().__init__()
+        self.now_s = 0.0
+        select = self._selector.select
+
+        def virtual_select(timeout=None):
+            self.now_s += timeout or 0.0
+            return select(0)
+
+        self._selector.select = virtual_select
+
+    def time(self) -> float:
+        return self.now_s
+
+
+def _scripted_editor(suggest):
+    """A SimEditor whose language server answers `suggest(document text)` at once (None: nothing), recording
+    what the editor sends: (kind, what) for accept commands and partial-accept reports."""
+    from lsprotocol import types as T
+
+    from benchmarks.editor_sim import SimEditor
+
+    ed = SimEditor(["true"], seed=3)
+    ed.uri, ed.version, sent = "file:///x.py", 1, []
+    ed.client.text_document_did_change = lambda params: None
+
+    def ask(invoked=False):
+        fut = asyncio.get_running_loop().create_future()
+        text = suggest(ed.text)
+        fut.set_result(T.InlineCompletionList(items=[T.InlineCompletionItem(
+            insert_text=text, command=T.Command(title="t", command="quickcode.accept",
+                                                arguments=[{"id": f"r{len(ed.text)}"}]))] if text else []))
+        ed._msg_id += 1
+        return ed._msg_id, fut
+
+    async def command(name, *args):
+        sent.append(("command", args[0]["id"]))
+
+    ed.ask, ed.cancel, ed.command = ask, lambda msg_id: None, command
+    ed.partially_accepted = lambda item, n: sent.append(("partial", n))
+    return ed, sent
+
+
+def _type(developer: str, suggest, target: str):
+    from benchmarks.editor_sim import TypingModel
+
+    ed, sent = _scripted_editor(suggest)
+    loop = _VirtualTimeLoop()
+    ed.now_ms = lambda: loop.time() * 1000
+    try:
+        res = loop.run_until_complete(ed.type_text(target, TypingModel(accept_prob=1.0, typo_rate=0.0,
+                                                                       developer=developer)))
+    finally:
+        loop.close()
+    return res, sent, ed.text
+
+
+TARGET = "x = compute(a)\ny = 2\n"
+
+
+def _suggest(doc: str) -> str | None:
+    """Right words then a wrong one after 'x = ', all right after 'y'."""
+    return {"x = ": "compute(b)\n", "x = compute(a)\ny": " = 2\n"}.get(doc)
+
+
+def test_the_word_developer_takes_the_right_words_reports_each_press_and_types_on_from_there():
+    res, sent, text = _type("word", _suggest, TARGET)
+    assert text == TARGET
+    assert [(a["at"], a["text"], a["partial"]) for a in res.accepts] == [(4, "compute(", True), (16, " = 2\n", False)]
+    assert sent == [("partial", len("compute")), ("partial", len("compute(")), ("command", "r16")]
+    assert res.accepted_chars == len("compute(") + len(" = 2\n")
+
+
+def test_the_whole_developer_takes_only_what_is_right_to_its_end():
+    res, sent, text = _type("whole", _suggest, TARGET)
+    assert text == TARGET
+    assert [(a["at"], a["text"], a["partial"]) for a in res.accepts] == [(16, " = 2\n", False)]
+    assert sent == [("command", "r16")]

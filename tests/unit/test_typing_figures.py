@@ -98,4 +98,67 @@ def test_rows_typed_with_other_client_settings_or_backend_environment_are_not_po
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"code": "c", "session": 0, "arm": "ours"}) + "\n"
                     + json.dumps({**key, "session": 1, "arm": "ours"}) + "\n")
-    assert list(ty._load_rows(rows, key)) == [(1, "ours")]
+    assert list(ty._load_rows(rows, key)) == [(1, "ours", "whole")]
+
+
+def test_a_place_where_ours_showed_right_words_is_declined_for_the_word_developer_only():
+    """The baseline took 'return self.width' at 4; ours showed 'return self.height' there and took nothing: the
+    whole developer could not take it (wrong text), the word developer could ('return self.') and the coin
+    said no."""
+    base = rec(accepts=[{"at": 4, "text": "return self.width"}])
+    ours = rec(shows=[show(4, "return self.height")])
+    assert tf.attribute(base, ours, TARGET)[0]["cause"] == "shown_other"
+    assert tf.attribute(base, ours, TARGET, "whole")[0]["cause"] == "shown_other"
+    assert tf.attribute(base, ours, TARGET, "word")[0]["cause"] == "shown_declined"
+    wrong_word = rec(shows=[show(4, "retort self.width")])
+    assert tf.attribute(base, wrong_word, TARGET, "word")[0]["cause"] == "shown_other"
+
+
+def test_partial_accepts_are_counted_apart_and_within_the_accepted_characters():
+    r = rec(accepts=[{"at": 4, "text": "return self.", "partial": True}, {"at": 26, "text": "x = 1", "partial": False},
+                     {"at": 32, "text": "\n"}])                   # a row kept before there were kinds: whole
+    s = tf.summarize([tf.session_figures(r)])
+    assert (s["accepted"], s["accepted_chars"], s["partial"], s["partial_chars"]) == (3, 18, 1, 12)
+
+
+def test_rows_of_the_two_developer_kinds_are_kept_apart_and_older_rows_are_the_whole_developers(tmp_path):
+    import json
+
+    from benchmarks import typing as ty
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("".join(json.dumps({"code": "c", "session": 0, "arm": "ours", **kw}) + "\n"
+                            for kw in ({}, {"developer": "word"}, {"developer": "word", "code": "other"})))
+    assert sorted(ty._load_rows(rows, {"code": "c"})) == [(0, "ours", "whole"), (0, "ours", "word")]
+
+
+def _row(arm: str, dev: str, session: int, accepts: list[dict]) -> dict:
+    r = rec(accepts=accepts, engine={"requests": 10, "prompt_tokens": 100, "cached_tokens": 0, "output_tokens": 20},
+            waits=[{"at": 0, "gap_ms": 500, "ghost_ms": 100.0 + session}])
+    return {**r, "arm": arm, "developer": dev, "session": session, "file": "textwrap.py", "target": TARGET}
+
+
+def test_the_report_gives_each_developer_kind_its_own_figures_and_keeps_the_whole_developers_on_top(tmp_path):
+    import argparse
+
+    from benchmarks import typing as ty
+
+    whole = [{"at": 4, "text": "return self.width"}]
+    word = [{"at": 4, "text": "return self.", "partial": True}, {"at": 16, "text": "width"}]
+    naive = [{"at": 4, "text": "return"}]
+    by_dev = {d: [[_row("ours", d, i, acc), _row("naive", d, i, naive), _row("honest", d, i, naive)] for i in (0, 1)]
+              for d, acc in (("whole", whole), ("word", word))}
+    by_dev["word"][1][1] = _row("naive", "word", 1, [{"at": 4, "text": "return self.", "partial": True}])
+    args = argparse.Namespace(chars=len(TARGET), speed=1.0, seed=0, out=tmp_path)
+    h = ty._report(args, ["ours", "naive", "honest"], by_dev, {"code": "c"})
+    assert h["developer"] == "whole" and h["ours"]["accepted_chars"] == 34 and h["ours"]["partial_accepts"] == 0
+    assert h["contrasts"]["accepted_ratio_vs_naive"] == round(34 / 12, 3)
+    w = h["developer_word"]
+    assert (w["segments"], w["ours"]["accepted_chars"], w["ours"]["partial_accepts"]) == (2, 34, 2)
+    assert w["naive"]["accepted_chars"] == 6 + 12 and w["contrasts"]["accepted_ratio_vs_naive"] == round(34 / 18, 3)
+    assert w["loss_causes"]["naive"] == {"kept": 6 + 12} and h["loss_causes"]["naive"] == {"kept": 6 + 6}
+    md = next(tmp_path.glob("*.md")).read_text()
+    assert "## Developer kinds side by side" in md
+    assert "## Where ours lost characters naive accepted (word developer)" in md
+    only_word = ty._report(args, ["ours", "naive", "honest"], {"word": by_dev["word"]}, {"code": "c"})
+    assert only_word["developer"] == "word" and only_word["ours"]["partial_accepts"] == 2
