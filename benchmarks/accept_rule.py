@@ -4,7 +4,9 @@
   word    the same when all of it is right; otherwise takes its right words with accept-next-word (VS
           Code's Ctrl+Right, `editor.action.inlineSuggest.acceptNextWord`; Neovim and JetBrains have the
           same), pressed while the next word is still right: the longest prefix that is right and ends where
-          a word step ends
+          a word step ends — but not whitespace alone: VS Code's first press takes the whitespace before a
+          word by itself, and when the word after it is wrong the developer takes nothing (they type Space or
+          Enter as for any wrong suggestion; the editor indents a new line)
 
 A word step is VS Code's (src/vs/editor/contrib/inlineCompletions/browser/model/inlineCompletionsModel.ts,
 acceptNextWord): in the ghost text still to accept, find the first word of the language's word definition
@@ -53,7 +55,7 @@ def accept_steps(text: str, chars: int) -> list[tuple[str, int]]:
 def accepted_len(text: str, rest: str, developer: str) -> int:
     """Characters of the ghost text `text` the developer takes when `rest` is what they are about to type:
     all of it when it is all right (either kind); for the word developer, else the longest run of word steps
-    that is right; 0 when nothing is (a wrong first word)."""
+    that is right and more than whitespace; 0 when there is none (a wrong first word)."""
     if developer not in DEVELOPERS:
         raise ValueError(f"developer: one of {DEVELOPERS} (got {developer!r})")
     if rest.startswith(text):
@@ -65,4 +67,4 @@ def accepted_len(text: str, rest: str, developer: str) -> int:
         if not rest.startswith(text[:stop]):
             break
         taken = stop
-    return taken
+    return taken if text[:taken].strip() else 0

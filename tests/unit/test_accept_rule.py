@@ -36,10 +36,14 @@ def test_the_word_developer_takes_the_longest_right_run_of_word_steps():
     assert accepted_len("return None", rest, "word") == len("return ")
 
 
-def test_a_wrong_first_word_takes_nothing():
+def test_a_wrong_first_word_takes_nothing_not_even_the_right_whitespace_before_it():
     rest = "return self.width\n"
     assert accepted_len("retort self.width\n", rest, "word") == 0
     assert accepted_len("  return", rest, "word") == 0
+    assert accepted_len(" x", " y = 1", "word") == 0
+    assert accepted_len(" y = 2", " y = 1", "word") == len(" y = ")
+    assert accepted_len("\n    pass", "\n    return", "word") == 0
+    assert accepted_len("\n    return None", "\n    return x", "word") == len("\n    return ")
     assert accepted_len("return", "ret", "word") == 0         # the segment ends inside the word
 
 

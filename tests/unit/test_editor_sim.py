@@ -50,12 +50,13 @@ def test_a_partial_accept_is_reported_as_editors_report_it_the_item_and_the_leng
     ed = SimEditor(["true"])
     sent = []
     ed.client.protocol.notify = lambda method, params=None: sent.append((method, params))
-    item = T.InlineCompletionItem(insert_text="return self.height\n", command=T.Command(
-        title="t", command="quickcode.accept", arguments=[{"id": "r7+2", "chars": 19}]))
+    args = [{"id": "r7+2", "chars": 19}]
+    item = T.InlineCompletionItem(insert_text="return self.height\n",
+                                  command=T.Command(title="t", command="quickcode.accept", arguments=args))
     ed.partially_accepted(item, 12)
     assert sent == [("textDocument/didPartiallyAcceptCompletion", {
         "item": {"insertText": "return self.height\n",
-                 "command": {"title": "t", "command": "quickcode.accept", "arguments": [{"id": "r7+2", "chars": 19}]}},
+                 "command": {"title": "t", "command": "quickcode.accept", "arguments": args}},
         "acceptedLength": 12})]
 
 
@@ -131,7 +132,8 @@ def _suggest(doc: str) -> str | None:
 def test_the_word_developer_takes_the_right_words_reports_each_press_and_types_on_from_there():
     res, sent, text = _type("word", _suggest, TARGET)
     assert text == TARGET
-    assert [(a["at"], a["text"], a["partial"]) for a in res.accepts] == [(4, "compute(", True), (16, " = 2\n", False)]
+    assert [(a["at"], a["text"], a["partial"]) for a in res.accepts] == [(4, "compute(", True),
+                                                                          (16, " = 2\n", False)]
     assert sent == [("partial", len("compute")), ("partial", len("compute(")), ("command", "r16")]
     assert res.accepted_chars == len("compute(") + len(" = 2\n")
 

@@ -115,7 +115,8 @@ def test_a_place_where_ours_showed_right_words_is_declined_for_the_word_develope
 
 
 def test_partial_accepts_are_counted_apart_and_within_the_accepted_characters():
-    r = rec(accepts=[{"at": 4, "text": "return self.", "partial": True}, {"at": 26, "text": "x = 1", "partial": False},
+    r = rec(accepts=[{"at": 4, "text": "return self.", "partial": True},
+                     {"at": 26, "text": "x = 1", "partial": False},
                      {"at": 32, "text": "\n"}])                   # a row kept before there were kinds: whole
     s = tf.summarize([tf.session_figures(r)])
     assert (s["accepted"], s["accepted_chars"], s["partial"], s["partial_chars"]) == (3, 18, 1, 12)
@@ -133,7 +134,8 @@ def test_rows_of_the_two_developer_kinds_are_kept_apart_and_older_rows_are_the_w
 
 
 def _row(arm: str, dev: str, session: int, accepts: list[dict]) -> dict:
-    r = rec(accepts=accepts, engine={"requests": 10, "prompt_tokens": 100, "cached_tokens": 0, "output_tokens": 20},
+    engine = {"requests": 10, "prompt_tokens": 100, "cached_tokens": 0, "output_tokens": 20}
+    r = rec(accepts=accepts, engine=engine,
             waits=[{"at": 0, "gap_ms": 500, "ghost_ms": 100.0 + session}])
     return {**r, "arm": arm, "developer": dev, "session": session, "file": "textwrap.py", "target": TARGET}
 
@@ -146,16 +148,17 @@ def test_the_report_gives_each_developer_kind_its_own_figures_and_keeps_the_whol
     whole = [{"at": 4, "text": "return self.width"}]
     word = [{"at": 4, "text": "return self.", "partial": True}, {"at": 16, "text": "width"}]
     naive = [{"at": 4, "text": "return"}]
-    by_dev = {d: [[_row("ours", d, i, acc), _row("naive", d, i, naive), _row("honest", d, i, naive)] for i in (0, 1)]
-              for d, acc in (("whole", whole), ("word", word))}
+    by_dev = {d: [[_row("ours", d, i, acc), _row("naive", d, i, naive), _row("honest", d, i, naive)]
+                  for i in (0, 1)] for d, acc in (("whole", whole), ("word", word))}
     by_dev["word"][1][1] = _row("naive", "word", 1, [{"at": 4, "text": "return self.", "partial": True}])
     args = argparse.Namespace(chars=len(TARGET), speed=1.0, seed=0, out=tmp_path)
     h = ty._report(args, ["ours", "naive", "honest"], by_dev, {"code": "c"})
-    assert h["developer"] == "whole" and h["ours"]["accepted_chars"] == 34 and h["ours"]["partial_accepts"] == 0
+    assert (h["developer"], h["ours"]["accepted_chars"], h["ours"]["partial_accepts"]) == ("whole", 34, 0)
     assert h["contrasts"]["accepted_ratio_vs_naive"] == round(34 / 12, 3)
     w = h["developer_word"]
     assert (w["segments"], w["ours"]["accepted_chars"], w["ours"]["partial_accepts"]) == (2, 34, 2)
-    assert w["naive"]["accepted_chars"] == 6 + 12 and w["contrasts"]["accepted_ratio_vs_naive"] == round(34 / 18, 3)
+    assert w["naive"]["accepted_chars"] == 6 + 12
+    assert w["contrasts"]["accepted_ratio_vs_naive"] == round(34 / 18, 3)
     assert w["loss_causes"]["naive"] == {"kept": 6 + 12} and h["loss_causes"]["naive"] == {"kept": 6 + 6}
     md = next(tmp_path.glob("*.md")).read_text()
     assert "## Developer kinds side by side" in md
