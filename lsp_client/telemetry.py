@@ -18,6 +18,7 @@ class Shown:
     features: list[float]
     shown_s: float
     typed: int = 0            # characters of `text` typed by hand since
+    partial: int = 0          # characters of `text` accepted word by word so far (the largest length reported)
 
 
 @dataclass
@@ -59,12 +60,16 @@ class Outcomes:
                 return s
         return None
 
-    def on_partial(self, sid: str, chars: int, now_s: float) -> None:
+    def on_partial(self, sid: str, length: int, now_s: float) -> None:
+        """`length`: the characters of the suggestion accepted so far (VS Code reports the running total at each
+        accept-next-word; a report that adds nothing — repeated, or shorter — counts nothing)."""
         s = self.shown.get(sid)
-        if s is not None:
-            self.counts["partial"] += 1
-            self.accepted_chars += chars
-            self.send(Telemetry(event=TelemetryEvent.PARTIAL, id=sid, language=s.language, accepted_chars=chars))
+        if s is None or length <= s.partial:
+            return
+        gained, s.partial = min(length, len(s.text)) - s.partial, min(length, len(s.text))
+        self.counts["partial"] += 1
+        self.accepted_chars += gained
+        self.send(Telemetry(event=TelemetryEvent.PARTIAL, id=sid, language=s.language, accepted_chars=gained))
 
     def on_position(self, uri: str, prefix: str, now_s: float) -> None:
         """A new request at `prefix`: a shown completion the user typed through stays (or is accepted when
@@ -95,6 +100,7 @@ class Outcomes:
         self.shown.pop(s.id, None)
         self.counts[event.value] += 1
         if event is TelemetryEvent.ACCEPTED:
+            chars = max(0, chars - s.partial)      # the words taken before were counted as they were taken
             self.accepted_chars += chars
-        self.learn(s.features, event is TelemetryEvent.ACCEPTED, now_s)
+        self.learn(s.features, event is TelemetryEvent.ACCEPTED or s.partial > 0, now_s)
         self.send(Telemetry(event=event, id=s.id, language=s.language, shown_chars=len(s.text), accepted_chars=chars))
