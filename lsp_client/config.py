@@ -26,8 +26,10 @@ class ClientConfig:
     # is taken; one line at a time) or "block" (the whole line or block). A developer takes a suggestion whole;
     # most text shown whole was right for a word or two, then wrong (bench typing)
     suggestion_unit: str = "word"
-    word_max_tokens: int = 0            # by the word unit, a request generates at most this many tokens (0:
-                                        # max_tokens): the next word or two, not the rest of the line nobody sees
+    # by the word unit, a request generates at most this many tokens (0: max_tokens): the next word or two, the
+    # word after them asked for where it starts, on the text as typed. bench typing, 6 segments, Tab-only
+    # developer: 4 → 450 accepted characters vs 290 with the rest of each line generated (0), every segment up
+    word_max_tokens: int = 4
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
