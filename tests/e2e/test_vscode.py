@@ -22,6 +22,7 @@ import pytest
 
 from backend.launch import free_port
 
+from tests.waits import until
 from tests.e2e.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, REPO, Timer, failure_context, tail
 
 pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
@@ -125,15 +126,15 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
     shot = tmp_path / "code_server_ghost_text.png"
     res: dict = {}
     try:
-        deadline = time.monotonic() + 120      # a hang detector: far beyond code-server's start-up here
-        while True:
+        def healthy() -> bool:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                    break
+                    return True
             except Exception:
                 assert cs.poll() is None, "code-server exited:\n" + tail(cs_log)
-                assert time.monotonic() < deadline, "hung: code-server never answered /healthz\n" + tail(cs_log)
-                time.sleep(0.3)
+                return False
+
+        until(healthy, lambda: "code-server never answered /healthz\n" + tail(cs_log), hang_s=120, poll_s=0.3)
         t.lap("code_server_up")
         drv = subprocess.run(
             ["node", str(DRIVER)], cwd=DRIVER.parent, capture_output=True, text=True, timeout=540,
