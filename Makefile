@@ -13,7 +13,7 @@ demo: setup
 
 # The whole suite, as CI runs it (.ci/run calls exactly this).
 test: setup-all
-	.venv/bin/python -m pytest -q
+	.venv/bin/python -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder
 
 test-fast: setup
 	.venv/bin/python -m pytest -q -m "not engine and not editor and not pipeline and not slow"
