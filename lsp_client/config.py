@@ -62,6 +62,10 @@ class ClientConfig:
     prefetch: bool = True
     warmup: bool = True                 # prefill-only request on open, first edit, cursor jump, window move
     predictor: bool = False             # skip places unlikely to be accepted (off: its skips lost accepted text)
+    # no request is launched with the cursor 1..N characters into a word (0: off; the cache and running
+    # requests still answer there): the prompt ends inside a token and the model completes the lone letter as
+    # a whole name (`if s` → `if s:`) — bench typing, 6 segments: 135 of 959 requests, 2 of 451 chars accepted
+    skip_word_chars: int = 0
     predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1
     state_dir: str = "~/.cache/quickcode"   # the predictor's weights and learnt pauses live here ("" = nowhere)
@@ -106,7 +110,7 @@ RANGES = {
     "suffix_max_chars": (0, 1_000_000), "window_quantum_lines": (1, 10_000), "window_warm_chars": (0, 1_000_000),
     "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
     "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
-    "predictor_exploration": (0, 1),
+    "predictor_exploration": (0, 1), "skip_word_chars": (0, 64),
 }
 
 

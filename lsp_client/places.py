@@ -40,6 +40,7 @@ _SINGLE = {"(": Place.OPEN, "[": Place.OPEN, "{": Place.OPEN, ")": Place.CLOSE, 
            "'": Place.QUOTE, '"': Place.QUOTE, "`": Place.QUOTE}
 _WORD_THEN_SPACE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\s\Z")
 _TAIL_CHARS = 80    # how far back a word before the space is looked for (bounded work on any line length)
+_WORD_TAIL = re.compile(r"\w+\Z")
 
 
 def place_of(line_prefix: str) -> Place:
@@ -58,3 +59,10 @@ def place_of(line_prefix: str) -> Place:
     if ch.isdigit():
         return Place.DIGIT
     return Place.OPERATOR
+
+
+def chars_into_word(line_prefix: str) -> int:
+    """How many word characters (letters, digits, _) come right before the cursor (0: not in a word; counted
+    up to `_TAIL_CHARS`)."""
+    m = _WORD_TAIL.search(line_prefix[-_TAIL_CHARS:])
+    return len(m.group(0)) if m else 0

@@ -1,11 +1,10 @@
-"""The keystroke path: the open documents, and for each editor request the decision whether to ask at all,
-the asking, and the answer.
+"""The keystroke path: the open documents; per editor request, whether to ask at all, the asking, the answer.
 
 `complete()` reads as the flow: context → cache (typed-through hit: answer now) → a running request this one
-extends (serve from it; cancel the stale ones) → acceptance predictor (skip?) → adaptive debounce (shorter at
-pause points; a newer request for the document makes this one give up) → one request over the channel
-(launch) → pump.py waits until the text to show is final → answer. What was streamed goes to the cache
-(lines beyond the shown one feed the "hot streak"); warmup.py asks ahead where the next prompts will need it.
+extends (serve from it; cancel the stale ones) → skip? (a letter into a word; the acceptance predictor) →
+adaptive debounce (shorter at pause points; a newer request for the document makes this one give up) → one
+request over the channel (launch) → pump.py waits until the text to show is final → answer. What was streamed
+goes to the cache (beyond the shown line: the "hot streak"); warmup.py asks ahead where prompts will need it.
 
 Invariant (tests/unit/test_session_property.py): a suggestion is returned only if it is consistent with the
 document at that moment — the text before the cursor equals the prefix it was computed for plus what was
@@ -28,7 +27,7 @@ from lsp_client.context import Context, build, first_window_end, window_chars, w
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.documents import Ask, Doc, Suggestion
 from lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
-from lsp_client.places import place_of
+from lsp_client.places import chars_into_word, place_of
 from lsp_client.predictor import AcceptancePredictor, features
 from lsp_client.pump import Pump
 from lsp_client.snippets import NeighbourFiles
@@ -65,7 +64,7 @@ class Session:
         self.inflight.max_per_doc = cfg.max_inflight_per_doc
         self.state.state_dir = cfg.state_dir
 
-    def save_state(self) -> None:
+    def save_state(self) -> None:   # what was learnt, to the state_dir
         self.state.save()
 
     # ── document events
@@ -132,7 +131,7 @@ class Session:
             return hit
         flight, launched = self._reusable_flight(uri, ask.ctx), False
         if flight is None:
-            if not explicit and self._predictor_skips(ask):
+            if not explicit and self._skips(ask):
                 return None
             waited_ms = await self._debounce(ask, explicit)
             if ask.superseded(self.docs):
@@ -169,11 +168,14 @@ class Session:
         self.outcomes.on_position(uri, ctx.prefix, t0)
         return Ask(doc, offset, ctx, self._shape(ctx), t0, doc.generation, doc.text)
 
-    def _predictor_skips(self, ask: Ask) -> bool:
-        if self.cfg.predictor and not self.predictor.should_request(self._features(ask.doc, ask.ctx, ask.t0), self.rng):
-            self.stats.skipped_predictor += 1
-            return True
-        return False
+    def _skips(self, ask: Ask) -> bool:
+        """No request here: the cursor 1..`skip_word_chars` into a word, or the acceptance predictor's skip."""
+        place = 0 < chars_into_word(ask.ctx.line_prefix) <= self.cfg.skip_word_chars
+        predictor = not place and self.cfg.predictor and not self.predictor.should_request(
+            self._features(ask.doc, ask.ctx, ask.t0), self.rng)
+        self.stats.skipped_place += place
+        self.stats.skipped_predictor += predictor
+        return place or predictor
 
     async def _debounce(self, ask: Ask, explicit: bool) -> float:
         """Wait what the adaptive debounce says for this place (nothing for an explicit request): the wait, ms."""
@@ -217,8 +219,7 @@ class Session:
 
     # ── pieces
     def _text_of(self, uri: str) -> str | None:
-        doc = self.docs.get(uri)
-        return None if doc is None else doc.text
+        return None if (doc := self.docs.get(uri)) is None else doc.text
 
     def _context(self, doc: Doc, offset: int, text: str | None = None, prefix_max_chars: int | None = None) -> Context:
         prefix_max, suffix_max = self.windows()
@@ -230,9 +231,8 @@ class Session:
         return window_chars(self.cfg, self.channel.welcome)
 
     def _from_cache(self, ask: Ask) -> Suggestion | None:
-        """A suggestion from the cache, or None. A cached rest that post-processes to nothing here is a miss, not
-        "nothing to show": it is an older request's text, and a request asked here may well have something
-        (the typing benchmark lost accepted text to that shortcut)."""
+        """A suggestion from the cache, or None. A cached rest that post-processes to nothing here is a miss
+        (an older request's text), not "nothing to show": a request asked here may have something."""
         if not self.cfg.cache:
             return None
         hit = self.cache.get(ask.ctx.prefix, ask.ctx.suffix_head)
