@@ -55,7 +55,10 @@ CAUSES = {
 
 
 def rid_of(item_id: str) -> str:
-    return item_id.split("+", 1)[0]
+    """The backend request a suggestion's id names ("" for none: `doc…`, the rest of a word the language server
+    took from the document's own identifiers, generated no token)."""
+    rid = item_id.split("+", 1)[0]
+    return "" if rid.startswith("doc") else rid
 
 
 def shown_chars_by_request(shows: list[dict]) -> dict[str, str]:

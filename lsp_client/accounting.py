@@ -27,6 +27,7 @@ class Stats:
     empty: int = 0
     empty_from_cache: int = 0        # the cache's rest here post-processed to nothing: asked anew
     skipped_predictor: int = 0
+    served_document: int = 0         # the rest of the word from the document's identifiers: nothing asked
     skipped_place: int = 0           # no request: the cursor 1..skip_word_chars into a word
     superseded_waits: int = 0
     not_asked: int = 0               # the document is not open, or completion is off for its language
@@ -44,7 +45,7 @@ class Stats:
     wasted_by: dict = field(default_factory=dict)   # how each wasted request ended → its tokens
     waterfalls: deque = field(default_factory=lambda: deque(maxlen=500))
 
-    DECISIONS = ("not_asked", "served_cache", "skipped_predictor", "skipped_place", "superseded_waits",
+    DECISIONS = ("not_asked", "served_cache", "served_document", "skipped_predictor", "skipped_place", "superseded_waits",
                  "unavailable", "served_network", "served_inflight", "empty", "editor_cancelled")
 
     def decisions(self) -> dict[str, int]:

@@ -66,6 +66,9 @@ class ClientConfig:
     # requests still answer there): the prompt ends inside a token and the model completes the lone letter as
     # a whole name (`if s` → `if s:`) — bench typing, 6 segments: 135 of 959 requests, 2 of 451 chars accepted
     skip_word_chars: int = 0
+    # mid-word, once this many characters of the word are typed, the rest of it from the document's own
+    # identifiers, shown at once without asking the backend (0: off; docwords.py); none there: asked as before
+    doc_words_min_chars: int = 0
     predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1
     state_dir: str = "~/.cache/quickcode"   # the predictor's weights and learnt pauses live here ("" = nowhere)
@@ -110,7 +113,7 @@ RANGES = {
     "suffix_max_chars": (0, 1_000_000), "window_quantum_lines": (1, 10_000), "window_warm_chars": (0, 1_000_000),
     "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
     "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
-    "predictor_exploration": (0, 1), "skip_word_chars": (0, 64),
+    "predictor_exploration": (0, 1), "skip_word_chars": (0, 64), "doc_words_min_chars": (0, 64),
 }
 
 

@@ -59,6 +59,10 @@ class AcceptancePredictor:
         self.skipped += 1
         return False
 
+    def features_at(self, ctx, language: str, now_s: float) -> list[float]:
+        """`features` of a request at `ctx` (its line_prefix, line_suffix) at `now_s`."""
+        return features(self.last_outcome, now_s - self.last_outcome_s, ctx.line_prefix, ctx.line_suffix, language)
+
     def learn(self, x: list[float], accepted: bool, now_s: float) -> None:
         err = float(accepted) - self.probability(x)
         self.weights = [w + self.lr * err * v for w, v in zip(self.weights, x)]

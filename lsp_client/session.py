@@ -25,16 +25,17 @@ from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig, decode_tokens
 from lsp_client.context import Context, build, first_window_end, window_chars, within_budget
 from lsp_client.debounce import AdaptiveDebounce
+from lsp_client.docwords import word_rest
 from lsp_client.documents import Ask, Doc, Suggestion
 from lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
 from lsp_client.places import chars_into_word, place_of
-from lsp_client.predictor import AcceptancePredictor, features
+from lsp_client.predictor import AcceptancePredictor
 from lsp_client.pump import Pump
 from lsp_client.snippets import NeighbourFiles
 from lsp_client.state import LearntState
 from lsp_client.telemetry import Outcomes, Shown
 from lsp_client.warmup import Warmups
-from protocol import Complete, Priority, Snippet
+from protocol import Complete, Priority
 
 
 class Session:
@@ -131,8 +132,8 @@ class Session:
             return hit
         flight, launched = self._reusable_flight(uri, ask.ctx), False
         if flight is None:
-            if not explicit and self._skips(ask):
-                return None
+            if not explicit and ((local := self._from_document(ask)) is not None or self._skips(ask)):
+                return local
             waited_ms = await self._debounce(ask, explicit)
             if ask.superseded(self.docs):
                 self.stats.superseded_waits += 1
@@ -168,11 +169,19 @@ class Session:
         self.outcomes.on_position(uri, ctx.prefix, t0)
         return Ask(doc, offset, ctx, self._shape(ctx), t0, doc.generation, doc.text)
 
+    def _from_document(self, ask: Ask) -> Suggestion | None:
+        """The rest of the word from the document's identifiers (docwords.py): shown at once, nothing asked."""
+        rest = word_rest(ask.ctx.prefix, ask.ctx.suffix, self.cfg.doc_words_min_chars)
+        if not rest:
+            return None
+        self.stats.served_document += 1
+        return self._show(ask, rest, f"doc{self.stats.served_document}", "document")
+
     def _skips(self, ask: Ask) -> bool:
         """No request here: the cursor 1..`skip_word_chars` into a word, or the acceptance predictor's skip."""
         place = 0 < chars_into_word(ask.ctx.line_prefix) <= self.cfg.skip_word_chars
         predictor = not place and self.cfg.predictor and not self.predictor.should_request(
-            self._features(ask.doc, ask.ctx, ask.t0), self.rng)
+            self.predictor.features_at(ask.ctx, ask.doc.language, ask.t0), self.rng)
         self.stats.skipped_place += place
         self.stats.skipped_predictor += predictor
         return place or predictor
@@ -263,7 +272,9 @@ class Session:
     def _launch(self, doc: Doc, ctx: Context, *, priority: Priority = Priority.NORMAL,
                 prefill_only: bool = False) -> Flight | None:
         welcome = getattr(self.channel, "welcome", None)      # the backend's limits, once connected
-        prefix, suffix, snippets = within_budget(ctx.prefix, ctx.suffix, self._snippets(doc, ctx),
+        snippets = self.neighbours.for_context(doc.text, doc.uri, doc.language, ctx, self.cfg.snippet_lines,
+                                               self.cfg.snippet_max) if self.cfg.snippets else []
+        prefix, suffix, snippets = within_budget(ctx.prefix, ctx.suffix, snippets,
                                                  welcome.max_prompt_chars if welcome else 0)
         msg = Complete(id=self.channel.new_id(), prefix=prefix, suffix=suffix, language=doc.language, path=doc.path,
                        max_tokens=decode_tokens(self.cfg, welcome, prefill_only), priority=priority,
@@ -277,23 +288,12 @@ class Session:
     def _request_ended(self, flight: Flight) -> None:
         self.warmups.next_window(flight.uri)     # the engine is free of this user's request now
 
-    def _features(self, doc: Doc, ctx: Context, t0: float) -> list[float]:
-        return features(self.predictor.last_outcome, t0 - self.predictor.last_outcome_s, ctx.line_prefix,
-                        ctx.line_suffix, doc.language)
-
     def _show(self, ask: Ask, text: str, sid: str, source: str, offset: int | None = None) -> Suggestion:
         offset = ask.offset if offset is None else offset
         prefix = ask.ctx.prefix + ask.doc.text[ask.offset:offset]     # what was typed on since it was asked
         self.outcomes.on_shown(Shown(sid, ask.doc.uri, prefix, text, ask.doc.language,
-                                     self._features(ask.doc, ask.ctx, ask.t0), self.clock.now()))
+                                     self.predictor.features_at(ask.ctx, ask.doc.language, ask.t0), self.clock.now()))
         return Suggestion(text, sid, source, (self.clock.now() - ask.t0) * 1000, offset, ask.doc.text)
-
-    def _snippets(self, doc: Doc, ctx: Context) -> list[Snippet]:
-        if not self.cfg.snippets:
-            return []
-        line = doc.text.count("\n", 0, ctx.prefix_start + len(ctx.prefix))
-        return [Snippet(path=p, text=t) for p, t in self.neighbours.for_cursor(
-            doc.uri, doc.language, ctx.prefix, line, self.cfg.snippet_lines, self.cfg.snippet_max)]
 
     def _telemetry(self, t) -> None:
         if self.cfg.telemetry:

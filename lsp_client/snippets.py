@@ -6,6 +6,8 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from protocol import Snippet
+
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _STOP = frozenset("the and for not def return self none true false import from class with else elif while "
                   "this that var let const function public private static void int str".split())
@@ -62,6 +64,11 @@ class NeighbourFiles:
                 self._memo.clear()
             self._memo[key] = memo
         return memo
+
+    def for_context(self, text: str, uri: str, language: str, ctx, lines: int, k: int) -> list[Snippet]:
+        """`for_cursor` for a request at `ctx` (a context.Context) in the document `text`."""
+        line = text.count("\n", 0, ctx.prefix_start + len(ctx.prefix))
+        return [Snippet(path=p, text=t) for p, t in self.for_cursor(uri, language, ctx.prefix, line, lines, k)]
 
     def best(self, uri: str, language: str, around_cursor: str, k: int, min_score: float = 0.1) -> list[tuple[str, str]]:
         """Up to `k` (path, text) windows of other same-language files, most similar first."""

@@ -1,0 +1,85 @@
+"""The rest of a word from the document's own identifiers (`doc_words_min_chars`, docwords.py): mid-word, shown
+at once with no backend request; where the document has none, the backend is asked as before; an explicit
+request always asks (virtual time, a fake channel)."""
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from lsp_client.clock import VirtualClock
+from lsp_client.config import ClientConfig
+from lsp_client.docwords import word_rest
+from lsp_client.session import Session
+from tests.unit.test_hot_streak_waste import BEFORE, _settle
+from tests.unit.test_session_property import URI, FakeChannel
+
+
+@pytest.mark.parametrize("prefix, suffix, n, rest", [
+    ("width = 1\nif self.wi", "", 2, "dth"),                      # the identifier the document has
+    ("width = 1\nif self.w", "", 2, ""),                          # fewer letters typed than asked for
+    ("width = 1\nif self.w", "", 1, "idth"),
+    ("wrap(x)\nwidth = 1\nwrap(y)\nif self.w", "", 1, "rap"),     # the most frequent of them
+    ("wide = 1\nwidth = 1\nif self.wi", "", 2, "dth"),            # a tie: the one seen last
+    ("w = width\nw = 2\nx = w", "", 1, ""),                       # the typed word is as frequent: complete
+    ("width = 1\nif self.wi", "dth = 2", 2, ""),                  # the cursor inside a word
+    ("if self.wi", "\nwidth = 1\n", 2, "dth"),                    # after the cursor too
+    ("width = 1\nif self.wi", "", 0, ""),                         # off
+    ("width = 1\nx = 1", "", 1, ""),                              # a digit ends no identifier
+    ("width = 1\nx = wi", "", 2, "dth"),
+    ("", "", 2, ""),
+])
+def test_the_rest_of_the_word_from_the_document(prefix, suffix, n, rest):
+    assert word_rest(prefix, suffix, n) == rest
+
+
+def test_the_setting_is_range_checked():
+    cfg = ClientConfig()
+    assert cfg.doc_words_min_chars == 0
+    assert cfg.update({"docWordsMinChars": -1}) == ["docWordsMinChars"] and cfg.doc_words_min_chars == 0
+    assert cfg.update({"docWordsMinChars": 2}) == [] and cfg.doc_words_min_chars == 2
+
+
+def _session(n: int) -> tuple[Session, FakeChannel]:
+    chan = FakeChannel(random.Random(0))
+    cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False, warmup=False,
+                       telemetry=False, prefetch=False, doc_words_min_chars=n)
+    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
+    c.on_open(URI, "/t.py", "python", BEFORE)          # "...def add(a, b):\n    total = "
+    return c, chan
+
+
+async def _typed_and_asked(c: Session, text: str, explicit: bool = False) -> asyncio.Task:
+    c.on_change(URI, text, len(text))
+    task = asyncio.create_task(c.complete(URI, len(text), explicit=explicit))
+    await _settle()
+    return task
+
+
+async def test_mid_word_the_document_completes_the_word_and_nothing_is_asked():
+    c, chan = _session(2)
+    s = await (await _typed_and_asked(c, BEFORE + "to"))
+    assert s is not None and s.text == "tal" and s.source == "document" and s.id.startswith("doc")
+    assert chan.n == 0 and c.stats.served_document == 1 and c.stats.backend_requests == 0
+    assert sum(c.stats.decisions().values()) == c.stats.requests
+    c.on_accepted(s.id)                                  # its accept is counted like any suggestion's
+    assert c.outcomes.counts["accepted"] == 1
+
+
+async def test_where_the_document_has_no_such_word_or_too_few_letters_the_backend_is_asked():
+    c, chan = _session(2)
+    ask = await _typed_and_asked(c, BEFORE + "t")        # one letter: fewer than 2
+    assert chan.n == 1 and c.stats.served_document == 0
+    ask.cancel()
+    ask = await _typed_and_asked(c, BEFORE + "zq")       # no identifier starts with "zq"
+    assert chan.n == 2 and c.stats.served_document == 0
+    ask.cancel()
+
+
+async def test_off_or_explicit_it_asks_the_backend():
+    for n, explicit in ((0, False), (2, True)):
+        c, chan = _session(n)
+        ask = await _typed_and_asked(c, BEFORE + "to", explicit)
+        assert chan.n == 1 and c.stats.served_document == 0
+        ask.cancel()
