@@ -4,7 +4,8 @@ Read in the order of a keystroke:
   stdio.py      the transport: stdin read by the event loop, each completion request's cursor noted as it is read
   server.py     LSP handlers only (document sync, inline completion + completion fallback, commands)
   session.py    the open documents and the keystroke path: `complete()` is the flow
-                (context → cache → in-flight reuse → predictor → debounce → launch → wait → answer)
+                (context → cache → in-flight reuse → document word / skip → debounce → launch → wait → answer)
+  docwords.py   mid-word: the rest of the word from the document's own identifiers, nothing asked
   documents.py  its records: an open document, one request being decided, an answer
   context.py    document + cursor → the prefix/suffix windows of the prompt (bounded on any line length)
   cache.py      typed-through hits: a suggestion the user types into costs no request
