@@ -1,7 +1,7 @@
 """Where a typing-benchmark arm's decoded tokens and backend requests go (issue 15's cost diagnosis), from the
 session records of `quickcode bench typing` (benchmarks/typing.py):
 
-  python -m benchmarks.typing_cost ROWS [--state DIR] [--read-ms MS] [--sessions N]
+  python -m benchmarks.typing_cost ROWS [--state DIR] [--read-ms MS] [--sessions N] [--developer whole|word]
 
 Tokens: per session, the engine's output tokens split into the tokens of the text that reached the editor (as
 typing_figures counts them), the tokens of requests none of whose text was shown (the language server's own
@@ -11,11 +11,16 @@ Requests by place (an estimate): an ask answered from the network launched its r
 cancelled launched one if its gap outlasted the learnt wait of its place (the run's final learnt pauses,
 `--state`, with the run's `pause_read_ms`). Places: in a string literal (the file's tokens), else by
 lsp_client.places.
+Requests by what came before the ask (counted, not estimated): each ask answered by a new backend request's
+text, by the ghost text shown last before it — the developer had just accepted one, typed through one (served
+from it: no request), typed a character it did not have (deviated), or nothing was shown yet — and by how many
+characters of a word were typed before the cursor; with the characters accepted from those requests.
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import io
 import json
 import sysconfig
@@ -24,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.typing_figures import rid_of, shown_chars_by_request
 from lsp_client.debounce import AdaptiveDebounce
-from lsp_client.places import place_of
+from lsp_client.places import chars_into_word, place_of
 
 PLACES = ("mid-word", "after space", "after punctuation", "line start", "in string")
 
@@ -75,6 +80,42 @@ def requests_by_place(row: dict, spans: list[tuple[int, int]], debounce: Adaptiv
     return out
 
 
+def ask_cause(row: dict, ask: dict, last_show: dict | None, accepted_to: set[int]) -> str:
+    """What came before an ask: after_accept, deviated (a typed character the shown text did not have),
+    typed_through (the typed text is a prefix of the shown text), nothing_shown, other."""
+    at = ask["at"]
+    if at in accepted_to:
+        return "after_accept"
+    if last_show is None:
+        return "nothing_shown"
+    typed = row["target"][last_show["at"]:at]
+    if at <= last_show["at"]:
+        return "other"
+    return "typed_through" if last_show["text"].startswith(typed) else "deviated"
+
+
+def requests_by_cause(row: dict, spans: list[tuple[int, int]]) -> collections.Counter:
+    """(group, key, "requests" | "accepted_chars") → count: new backend requests by `ask_cause` and by
+    characters into the word (and in a string or not)."""
+    out, acc = collections.Counter(), collections.Counter()
+    for x in row["accepts"]:
+        acc[rid_of(x["id"])] += len(x["text"])
+    accepted_to = {x["at"] + len(x["text"]) for x in row["accepts"]}
+    shows, i, last = sorted(row["shows"], key=lambda s: s["t_ms"]), 0, None
+    for a in sorted(row["asks"], key=lambda a: a["t_ms"]):
+        while i < len(shows) and shows[i]["t_ms"] <= a["t_ms"]:
+            last, i = shows[i], i + 1
+        if a["outcome"] != "items" or "+" in (a.get("id") or "") or not rid_of(a.get("id") or ""):
+            continue
+        line = row["target"][:a["at"]][row["target"][:a["at"]].rfind("\n") + 1:]
+        where = "in string" if any(s < a["at"] < e for s, e in spans) else "code"
+        for key in (("cause", ask_cause(row, a, last, accepted_to)),
+                    ("into word", f"{where}, {min(chars_into_word(line), 3)}{'+' * (chars_into_word(line) >= 3)}")):
+            out[(*key, "requests")] += 1
+            out[(*key, "accepted_chars")] += acc[a["id"]]
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("rows", type=Path)
@@ -82,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--state", type=Path, default=None, help="the run's learnt state of the arm (state-…-ours)")
     p.add_argument("--read-ms", type=float, default=0.0, help="the run's pause_read_ms")
     p.add_argument("--sessions", type=int, default=None, help="only the first N segments (the report's)")
+    p.add_argument("--developer", default="whole", help="the simulated developer kind (rows of both: one)")
     args = p.parse_args(argv)
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(Path(__file__).resolve().parent.parent / "models" / "target" / "tokenizer.json"))
@@ -89,12 +131,13 @@ def main(argv: list[str] | None = None) -> None:
     debounce = AdaptiveDebounce(read_ms=args.read_ms)
     if args.state is not None:
         debounce.load(args.state / "pauses.json")
-    rows = [json.loads(line) for line in args.rows.open()]
-    rows = sorted((r for r in rows if r["arm"] == args.arm and (args.sessions is None or r["session"] < args.sessions)),
-                  key=lambda r: r["session"])
+    with (gzip.open if args.rows.suffix == ".gz" else open)(args.rows, "rt") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    rows = sorted((r for r in rows if r["arm"] == args.arm and (args.sessions is None or r["session"] < args.sessions)
+                   and r.get("developer", "whole") == args.developer), key=lambda r: r["session"])
     print("| segment | file | requests (warm-ups, prefetches) | decoded | shown | never shown | requests never "
           "shown: tokens by ending | beyond the shown text | accepted chars |\n|---|---|---|---|---|---|---|---|---|")
-    total, places = collections.Counter(), collections.Counter()
+    total, places, causes = collections.Counter(), collections.Counter(), collections.Counter()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     for r in rows:
         t = tokens_of(r, count)
@@ -106,7 +149,9 @@ def main(argv: list[str] | None = None) -> None:
               f"| {t['decoded']} | {t['shown']} | {1 - t['shown'] / max(1, t['decoded']):.0%} | "
               f"{', '.join(f'{k} {v}' for k, v in never.items())} | {t['beyond_shown']} | {r['accepted_chars']} |")
         source = (stdlib / r["file"]).read_text()
-        places += requests_by_place(r, string_spans(source, source.find(r["target"])), debounce)
+        spans = string_spans(source, source.find(r["target"]))
+        places += requests_by_place(r, spans, debounce)
+        causes += requests_by_cause(r, spans)
     d, never = total["decoded"], sum(v for k, v in total.items() if k.startswith("never:"))
     print(f"\n{len(rows)} sessions: {total['requests']} requests ({total['warmups']} warm-ups, "
           f"{total['prefetches']} prefetches), {d} decoded tokens, {total['shown']} shown "
@@ -121,6 +166,10 @@ def main(argv: list[str] | None = None) -> None:
               f"{places[(where, 'accepted_chars')]} |")
     est = sum(v for (_, k), v in places.items() if k == "requests")
     print(f"\nkeystroke requests: {est} estimated, {total['requests'] - total['warmups'] - total['prefetches']} counted")
+    print("\n| before the ask / characters into the word | backend requests (answered) | accepted chars |\n|---|---|---|")
+    for group, key in sorted({k[:2] for k in causes}):
+        n, c = causes[(group, key, "requests")], causes[(group, key, "accepted_chars")]
+        print(f"| {group}: {key} | {n} | {c} |")
 
 
 if __name__ == "__main__":
