@@ -44,7 +44,7 @@ def test_the_setting_is_range_checked():
 def _session(n: int) -> tuple[Session, FakeChannel]:
     chan = FakeChannel(random.Random(0))
     cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False, warmup=False,
-                       telemetry=False, prefetch=False, doc_words_min_chars=n)
+                       telemetry=False, prefetch=False, doc_words_min_chars=n, skip_word_chars=0)
     c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)          # "...def add(a, b):\n    total = "
     return c, chan

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -153,6 +154,12 @@ class Session:
         assert s.offset == cursor or (s.offset > cursor and self.text[:cursor] == text[:cursor]
                                       and self.text[s.offset:] == text[cursor:])
         rid = s.id.split("+")[0]
+        if rid.startswith("doc"):        # the rest of a word from the document (docwords.py), nothing asked: the
+            typed = re.search(r"[A-Za-z_]\w*$", self.text[:s.offset]).group(0)    # word it makes is one of the
+            elsewhere = self.text[:s.offset - len(typed)] + " " + self.text[s.offset:]   # document's own
+            assert s.offset == cursor and re.search(rf"(?<!\w){re.escape(typed + s.text)}(?!\w)", elsewhere), s
+            self.shown += 1
+            return
         msg = self.chan.msgs[rid]
         window = build(self.text, s.offset, "python", "/t.py", prefix_max_chars=self.cfg.prefix_max_chars,
                        suffix_max_chars=self.cfg.suffix_max_chars, quantum=self.cfg.window_quantum_lines).prefix

@@ -36,7 +36,7 @@ def test_the_setting_is_range_checked():
 def _session(skip: int) -> tuple[Session, FakeChannel]:
     chan = FakeChannel(random.Random(0))
     cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False, warmup=False,
-                       telemetry=False, prefetch=False, skip_word_chars=skip)
+                       telemetry=False, prefetch=False, skip_word_chars=skip, doc_words_min_chars=0)
     c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
     return c, chan
