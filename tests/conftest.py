@@ -3,11 +3,7 @@ session, started on first use by any test marked `engine`; editor and LSP tests 
 in-process backends (real uvicorn, real sockets) over a `FakeEngine`, for tests of our own code; `fake` is one
 such backend shared by a module's tests, whose text depends on the whole prompt (`prompt_words`).
 
-`make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`: this machine has 2 cores, and a
-serial run leaves one idle while a test waits on an engine or an editor). `pytest_collection_modifyitems` below
-says which tests share a worker: a file's tests always do (module fixtures start once); every file that uses the
-session's real backend goes to one worker (one engine, not two); the files that start engines of their own go to
-one worker, first, so no more than that worker's engines and the session's run at a time (memory)."""
+`make test` runs the suite on two pytest-xdist workers: tests/xdist_groups.py says which tests share one."""
 from __future__ import annotations
 
 import os
@@ -17,30 +13,29 @@ from pathlib import Path
 import pytest
 
 from backend.launch import RunningBackend, start_backend, stop_backend
+from tests import xdist_groups
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
-# files whose tests start vLLM engines (or a container) of their own: one worker runs them, one after another
-OWN_ENGINES = {"test_byo_model.py", "test_cache_isolation.py", "test_containers.py", "test_faults_backend.py",
-               "test_pipeline.py"}
 
 
-@pytest.hookimpl(tryfirst=True)     # before xdist reads the xdist_group marks
+def pytest_configure(config):
+    xdist_groups.announce(config)
+
+
+def pytest_unconfigure(config):
+    xdist_groups.forget(config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    return xdist_groups.make_scheduler(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Group the tests for pytest-xdist's loadgroup (see the module docstring); the own-engine group first, since
-    it is the longest. Without xdist the marks do nothing and only the order changes."""
-    uses_backend = {item.path for item in items if "backend" in item.fixturenames}
-
-    def group(item) -> str:
-        if item.path in uses_backend:
-            return "session-backend"
-        if item.path.name in OWN_ENGINES:
-            return "own-engines"
-        return str(item.path.relative_to(REPO))
-
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group(item)))
-    items.sort(key=lambda item: group(item) != "own-engines")   # stable: otherwise the collection's order
+    by_id = xdist_groups.units(items, REPO)
+    xdist_groups.order_first(items, by_id)
+    xdist_groups.write_units(config, by_id)
 
 
 @pytest.fixture(scope="session")

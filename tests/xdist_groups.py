@@ -1,0 +1,91 @@
+"""Which tests share a pytest-xdist worker when `make test` runs the suite on two (`-n 2 --dist loadgroup`).
+
+This machine has 2 cores, and a serial run leaves one idle while a test waits on an engine, an editor or a
+subprocess. The units of work handed to the workers:
+  * a file's tests always share a worker (module fixtures start once);
+  * every file that uses the session's real backend (the `backend` fixture, directly or through another
+    fixture) is one unit: one engine for the session, not one per worker;
+  * the files that start vLLM engines (or a container) of their own are one unit, handed out first (it is the
+    longest): no more than its engines and the session's run at a time, whatever the other worker does.
+
+pytest-xdist 3.8's own `loadgroup` marks its groups by assigning `item._nodeid`, which pytest 9 no longer reads
+(a node keeps its id in `_id`), so its groups are silently ignored. The same is done here through xdist's
+public scheduler hook: each worker writes {test id: unit} once it has collected (`write_units`), and the
+controller's scheduler (`UnitScheduling`, xdist's load-scope scheduler with another unit) reads it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+ENV = "QUICKCODE_XDIST_UNITS"     # the file the workers write and the controller reads (set by the controller)
+# files whose tests start vLLM engines (or a container) of their own
+OWN_ENGINES = frozenset({"test_byo_model.py", "test_cache_isolation.py", "test_containers.py",
+                         "test_faults_backend.py", "test_pipeline.py"})
+FIRST = "own-engines"
+
+
+def units(items, repo: Path) -> dict[str, str]:
+    """{test id: unit} for the collected items (see the module docstring)."""
+    with_backend = {item.path for item in items if "backend" in item.fixturenames}
+
+    def unit(item) -> str:
+        if item.path in with_backend:
+            return "session-backend"
+        if item.path.name in OWN_ENGINES:
+            return FIRST
+        return str(item.path.relative_to(repo))
+    return {item.nodeid: unit(item) for item in items}
+
+
+def order_first(items, by_id: dict[str, str]) -> None:
+    """The own-engines unit first (the scheduler hands out units in collection order); otherwise stable."""
+    items.sort(key=lambda item: by_id[item.nodeid] != FIRST)
+
+
+def announce(config) -> None:
+    """Controller, before the workers start: where they write their units (inherited through the environment)."""
+    if getattr(config, "workerinput", None) is None and config.getvalue("dist") == "loadgroup":
+        os.environ[ENV] = str(Path(tempfile.mkdtemp(prefix="quickcode-xdist-")) / "units.json")
+
+
+def forget(config) -> None:
+    """Controller, at the end: the units file and its directory go."""
+    path = os.environ.get(ENV)
+    if getattr(config, "workerinput", None) is None and path:
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+
+
+def write_units(config, by_id: dict[str, str]) -> None:
+    """Worker, after collection: the units, written whole (both workers write the same collection)."""
+    path = os.environ.get(ENV)
+    if getattr(config, "workerinput", None) is None or not path:
+        return
+    tmp = Path(f"{path}.{config.workerinput['workerid']}")
+    tmp.write_text(json.dumps(by_id))
+    os.replace(tmp, path)
+
+
+def make_scheduler(config, log):
+    """The controller's scheduler for `--dist loadgroup` (None otherwise: xdist's own)."""
+    if config.getvalue("dist") != "loadgroup" or ENV not in os.environ:
+        return None
+    from xdist.scheduler import LoadScopeScheduling   # here: xdist imported at conftest time warns (no rewrite)
+
+    class UnitScheduling(LoadScopeScheduling):
+        """xdist's load-scope scheduling with `units`' unit as the scope (a test the workers did not write: its
+        file)."""
+
+        def __init__(self, config, log=None) -> None:
+            super().__init__(config, log)
+            self._units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._units is None:
+                self._units = json.loads(Path(os.environ[ENV]).read_text())
+            return self._units.get(nodeid) or nodeid.split("::", 1)[0]
+
+    return UnitScheduling(config, log)
