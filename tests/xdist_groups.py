@@ -5,8 +5,10 @@ subprocess. The units of work handed to the workers:
   * a file's tests always share a worker (module fixtures start once);
   * every file that uses the session's real backend (the `backend` fixture, directly or through another
     fixture) is one unit: one engine for the session, not one per worker;
-  * the files that start vLLM engines (or a container) of their own are one unit, handed out first (it is the
-    longest): no more than its engines and the session's run at a time, whatever the other worker does.
+  * the files that start vLLM engines of their own are one unit, handed out first (it is the longest): no more
+    than its engines and the session's run at a time, whatever the other worker does;
+  * the container test (an image build on a fresh machine: minutes of pip) is handed out second, so that it
+    runs beside the own-engines unit rather than after it.
 
 pytest-xdist 3.8's own `loadgroup` marks its groups by assigning `item._nodeid`, which pytest 9 no longer reads
 (a node keeps its id in `_id`), so its groups are silently ignored. The same is done here through xdist's
@@ -22,10 +24,9 @@ import tempfile
 from pathlib import Path
 
 ENV = "QUICKCODE_XDIST_UNITS"     # the file the workers write and the controller reads (set by the controller)
-# files whose tests start vLLM engines (or a container) of their own
-OWN_ENGINES = frozenset({"test_byo_model.py", "test_cache_isolation.py", "test_containers.py",
-                         "test_faults_backend.py", "test_pipeline.py"})
-FIRST = "own-engines"
+# files whose tests start vLLM engines of their own
+OWN_ENGINES = frozenset({"test_byo_model.py", "test_cache_isolation.py", "test_faults_backend.py", "test_pipeline.py"})
+FIRST, SECOND = "own-engines", "tests/test_containers.py"
 
 
 def units(items, repo: Path) -> dict[str, str]:
@@ -42,8 +43,10 @@ def units(items, repo: Path) -> dict[str, str]:
 
 
 def order_first(items, by_id: dict[str, str]) -> None:
-    """The own-engines unit first (the scheduler hands out units in collection order); otherwise stable."""
-    items.sort(key=lambda item: by_id[item.nodeid] != FIRST)
+    """The own-engines unit first, the container test second (the scheduler hands out units in collection
+    order); otherwise stable."""
+    rank = {FIRST: 0, SECOND: 1}
+    items.sort(key=lambda item: rank.get(by_id[item.nodeid], 2))
 
 
 def announce(config) -> None:

@@ -24,13 +24,14 @@ def test_a_file_stays_whole_and_every_user_of_the_session_backend_shares_one_uni
     assert units["tests/test_pipeline.py::t1"] == "own-engines"
 
 
-def test_the_own_engines_unit_comes_first_and_the_rest_keeps_its_order():
-    items = [item("test_a.py", "t1"), item("test_faults_backend.py", "t1"), item("test_b.py", "t1"),
-             item("test_containers.py", "t1"), item("test_a.py", "t2")]
+def test_the_own_engines_unit_comes_first_the_container_second_and_the_rest_keeps_its_order():
+    items = [item("test_a.py", "t1"), item("test_containers.py", "t1"), item("test_faults_backend.py", "t1"),
+             item("test_b.py", "t1"), item("test_byo_model.py", "t1"), item("test_a.py", "t2")]
     units = xdist_groups.units(items, REPO)
     xdist_groups.order_first(items, units)
-    assert [i.nodeid for i in items] == ["tests/test_faults_backend.py::t1", "tests/test_containers.py::t1",
-                                         "tests/test_a.py::t1", "tests/test_b.py::t1", "tests/test_a.py::t2"]
+    assert [i.nodeid for i in items] == ["tests/test_faults_backend.py::t1", "tests/test_byo_model.py::t1",
+                                         "tests/test_containers.py::t1", "tests/test_a.py::t1",
+                                         "tests/test_b.py::t1", "tests/test_a.py::t2"]
 
 
 def test_the_scheduler_reads_the_workers_units(tmp_path, monkeypatch):
