@@ -126,6 +126,9 @@ async def assert_engine_stays_idle(url: str, for_s: float = 2.5) -> None:
 
 
 LONG = dict(max_tokens=256, temperature=0.0)
+# a cut (cancel, supersede, disconnect) sent after the first chunk can still come after the request ended by
+# itself (~1 s of decoding with the draft): such an attempt is repeated, up to this many times
+ATTEMPTS = 5
 
 
 def engine_finished(url: str) -> float:
@@ -151,6 +154,12 @@ async def long_running_prefix(c: Client, start: int) -> tuple[str, int]:
     pytest.fail("no candidate prefix ran to max_tokens")
 
 
+def ran_to_its_end(done: dict, natural: int) -> bool:
+    """The request ended by itself before the cut reached the server (a loaded machine, a fast engine): the
+    attempt tells nothing, and the test tries again. A cut that never works ends every attempt this way."""
+    return done.get("finish_reason") == "length" and done["timing"]["output_tokens"] == natural
+
+
 async def assert_aborted_in_the_engine(url: str, finished_before: float, finished_by_others: int) -> None:
     """The engine holds nothing (running and waiting back to 0), it finished none of the aborted requests by
     itself (only `finished_by_others`), and it takes no further step: the abort reached vLLM. No clock race: had
@@ -163,18 +172,24 @@ async def assert_aborted_in_the_engine(url: str, finished_before: float, finishe
 async def test_a_superseded_request_is_aborted_in_the_engine(backend):
     c = await Client.open(backend.ws_url)
     prefix, natural = await long_running_prefix(c, 1000)
-    await wait_engine_idle(backend.http_url)
-    finished_before = engine_finished(backend.http_url)
-    await c.complete("old", prefix, **LONG)
-    await c.first("old")                                # it generates: the engine has it
-    await c.complete("new", prefix + "\n", max_tokens=1)
-    old_done = await c.terminal("old", 30)
+    for i in range(ATTEMPTS):
+        await wait_engine_idle(backend.http_url)
+        finished_before = engine_finished(backend.http_url)
+        old, new = f"old{i}", f"new{i}"
+        await c.complete(old, prefix, **LONG)
+        await c.first(old)                                  # it generates: the engine has it
+        await c.complete(new, prefix + "\n", max_tokens=1)
+        old_done = await c.terminal(old, 30)
+        if not ran_to_its_end(old_done, natural):
+            break
+    else:
+        pytest.fail(f"{ATTEMPTS} times the old request ran to its end: the newer one did not supersede it")
     assert old_done["kind"] == "done" and old_done["finish_reason"] == "superseded", old_done
     assert old_done["timing"]["output_tokens"] < natural
-    new_done = await c.terminal("new")
+    new_done = await c.terminal(new)
     assert new_done["kind"] == "done" and new_done["finish_reason"] in ("stop", "length"), new_done
     await assert_aborted_in_the_engine(backend.http_url, finished_before, finished_by_others=1)
-    kinds_after_done = [f["kind"] for f in c.frames["old"][c.frames["old"].index(old_done) + 1:]]
+    kinds_after_done = [f["kind"] for f in c.frames[old][c.frames[old].index(old_done) + 1:]]
     assert kinds_after_done == []                     # exactly one terminal frame, nothing after it
     await c.close()
 
@@ -182,16 +197,22 @@ async def test_a_superseded_request_is_aborted_in_the_engine(backend):
 async def test_cancel_aborts_the_engine_request(backend):
     c = await Client.open(backend.ws_url)
     prefix, natural = await long_running_prefix(c, 9000)
-    await wait_engine_idle(backend.http_url)
-    finished_before = engine_finished(backend.http_url)
-    await c.complete("x", prefix, **LONG)
-    await c.first("x")
-    await c.send({"kind": "cancel", "id": "x"})
-    done = await c.terminal("x", 30)
+    for i in range(ATTEMPTS):
+        await wait_engine_idle(backend.http_url)
+        finished_before = engine_finished(backend.http_url)
+        rid = f"x{i}"
+        await c.complete(rid, prefix, **LONG)
+        await c.first(rid)
+        await c.send({"kind": "cancel", "id": rid})
+        done = await c.terminal(rid, 30)
+        if not ran_to_its_end(done, natural):
+            break
+    else:
+        pytest.fail(f"{ATTEMPTS} times the request ran to its end: the cancel did not stop it")
     assert done["finish_reason"] == "cancelled", done
     assert done["timing"]["output_tokens"] < natural
     await assert_aborted_in_the_engine(backend.http_url, finished_before, finished_by_others=0)
-    await c.send({"kind": "cancel", "id": "x"})        # a late cancel of a finished id is ignored
+    await c.send({"kind": "cancel", "id": rid})        # a late cancel of a finished id is ignored
     await c.complete("after", "def f(x):\n    ", max_tokens=4)
     assert (await c.terminal("after"))["kind"] == "done"
     await c.close()
@@ -201,14 +222,20 @@ async def test_client_disconnect_aborts_the_engine_request(backend):
     c = await Client.open(backend.ws_url)
     prefix, _ = await long_running_prefix(c, 17000)
     await c.close()
-    await wait_engine_idle(backend.http_url)
-    sessions_before = metrics(backend.http_url)["quickcode_sessions"]
-    finished_before = engine_finished(backend.http_url)
-    d = await Client.open(backend.ws_url)
-    await d.complete("x", prefix, **LONG)
-    await d.first("x")
-    d.ws.transport.abort()                              # the editor dies: no close frame
-    d.reader.cancel()
+    for _ in range(ATTEMPTS):
+        await wait_engine_idle(backend.http_url)
+        sessions_before = metrics(backend.http_url)["quickcode_sessions"]
+        finished_before = engine_finished(backend.http_url)
+        d = await Client.open(backend.ws_url)
+        await d.complete("x", prefix, **LONG)
+        await d.first("x")
+        d.ws.transport.abort()                          # the editor dies: no close frame
+        d.reader.cancel()
+        await wait_engine_idle(backend.http_url, timeout_s=30)
+        if engine_finished(backend.http_url) == finished_before:   # else it had ended before the drop: again
+            break
+    else:
+        pytest.fail(f"{ATTEMPTS} times the request ran to its end: the disconnect did not abort it")
     await assert_aborted_in_the_engine(backend.http_url, finished_before, finished_by_others=0)
     assert metrics(backend.http_url)["quickcode_sessions"] == sessions_before
 
