@@ -3,8 +3,8 @@
 This machine has 2 cores, and a serial run leaves one idle while a test waits on an engine, an editor or a
 subprocess. The units of work handed to the workers:
   * a file's tests always share a worker (module fixtures start once);
-  * every file that uses the session's real backend (the `backend` fixture, directly or through another
-    fixture) is one unit: one engine for the session, not one per worker;
+  * every file that uses the session's real backend (asks for the `backend` fixture, in a test's or a fixture's
+    parameters, without defining its own) is one unit: one engine for the session, not one per worker;
   * the files that start vLLM engines of their own are one unit, handed out first (it is the longest): no more
     than its engines and the session's run at a time, whatever the other worker does;
   * the container test (an image build on a fresh machine: minutes of pip) is handed out second, so that it
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,9 +30,21 @@ OWN_ENGINES = frozenset({"test_byo_model.py", "test_cache_isolation.py", "test_f
 FIRST, SECOND = "own-engines", "tests/test_containers.py"
 
 
+def uses_session_backend(path: Path) -> bool:
+    """The file asks for the `backend` fixture (in a module-level test's or fixture's parameters — pytest-lsp's fixtures
+    ask for theirs at run time, so pytest's static closure does not show it) and does not define its own."""
+    text = path.read_text()
+    return bool(_ASKS_BACKEND.search(text)) and not _DEFINES_BACKEND.search(text)
+
+
+_ASKS_BACKEND = re.compile(r"^(async\s+)?def \w+\([^)]*\bbackend\b[^)]*\)", re.M)
+_DEFINES_BACKEND = re.compile(r"^(async\s+)?def backend\(", re.M)
+
+
 def units(items, repo: Path) -> dict[str, str]:
     """{test id: unit} for the collected items (see the module docstring)."""
-    with_backend = {item.path for item in items if "backend" in item.fixturenames}
+    paths = {item.path for item in items}
+    with_backend = {p for p in paths if uses_session_backend(p)}
 
     def unit(item) -> str:
         if item.path in with_backend:

@@ -7,24 +7,32 @@ from types import SimpleNamespace
 from tests import xdist_groups
 
 REPO = Path("/repo")
+SOURCES = {
+    "test_a.py": "def test_t1():\n    pass\n\ndef test_t2(tmp_path):\n    pass\n",
+    "test_b.py": "@pytest.fixture\ndef regions(backend):\n    return 1\n\ndef test_t2(regions):\n    pass\n",
+    "e2e/test_c.py": "@pytest_lsp.fixture(config=C)\nasync def client(lsp_client: LanguageClient, backend):\n    pass\n",
+    "test_own.py": "@pytest.fixture(scope='module')\ndef backend():\n    yield 1\n\ndef test_t1(backend):\n    pass\n",
+}
 
 
-def item(file: str, name: str, *fixtures: str):
-    path = REPO / "tests" / file
-    return SimpleNamespace(path=path, nodeid=f"tests/{file}::{name}", fixturenames=list(fixtures))
+def item(file: str, name: str):
+    return SimpleNamespace(path=REPO / "tests" / file, nodeid=f"tests/{file}::{name}")
 
 
-def test_a_file_stays_whole_and_every_user_of_the_session_backend_shares_one_unit():
-    items = [item("test_a.py", "t1"), item("test_a.py", "t2", "tmp_path"),
-             item("test_b.py", "t1"), item("test_b.py", "t2", "regions", "backend"),   # through another fixture
-             item("e2e/test_c.py", "t1", "backend"), item("test_pipeline.py", "t1")]
+def test_a_file_stays_whole_and_every_user_of_the_session_backend_shares_one_unit(monkeypatch):
+    monkeypatch.setattr(Path, "read_text", lambda self: SOURCES.get(str(self.relative_to(REPO / "tests")), ""))
+    items = [item("test_a.py", "t1"), item("test_a.py", "t2"), item("test_b.py", "t1"), item("test_b.py", "t2"),
+             item("e2e/test_c.py", "t1"), item("test_own.py", "t1"), item("test_pipeline.py", "t1")]
     units = xdist_groups.units(items, REPO)
     assert units["tests/test_a.py::t1"] == units["tests/test_a.py::t2"] == "tests/test_a.py"
-    assert {units[i.nodeid] for i in items[2:5]} == {"session-backend"}      # test_b.py's t1 goes with its file
+    # through another fixture, and through a pytest-lsp fixture (which asks at run time)
+    assert {units[i.nodeid] for i in items[2:5]} == {"session-backend"}
+    assert units["tests/test_own.py::t1"] == "tests/test_own.py"       # a module's own `backend`
     assert units["tests/test_pipeline.py::t1"] == "own-engines"
 
 
-def test_the_own_engines_unit_comes_first_the_container_second_and_the_rest_keeps_its_order():
+def test_the_own_engines_unit_comes_first_the_container_second_and_the_rest_keeps_its_order(monkeypatch):
+    monkeypatch.setattr(Path, "read_text", lambda self: "")
     items = [item("test_a.py", "t1"), item("test_containers.py", "t1"), item("test_faults_backend.py", "t1"),
              item("test_b.py", "t1"), item("test_byo_model.py", "t1"), item("test_a.py", "t2")]
     units = xdist_groups.units(items, REPO)
