@@ -31,8 +31,9 @@ FIRST, SECOND = "own-engines", "tests/test_containers.py"
 
 
 def uses_session_backend(path: Path) -> bool:
-    """The file asks for the `backend` fixture (in a module-level test's or fixture's parameters — pytest-lsp's fixtures
-    ask for theirs at run time, so pytest's static closure does not show it) and does not define its own."""
+    """The file asks for the `backend` fixture (in a module-level test's or fixture's parameters — pytest-lsp's
+    fixtures ask for theirs at run time, so pytest's static closure does not show it) and defines none of its
+    own."""
     text = path.read_text()
     return bool(_ASKS_BACKEND.search(text)) and not _DEFINES_BACKEND.search(text)
 
