@@ -38,7 +38,8 @@ from benchmarks import typing_figures as tf
 from benchmarks.report import Report, md_table
 
 NAIVE = {"adaptive_debounce": False, "debounce_ms": 75.0, "cache": False, "inflight_reuse": False,
-         "cancel_stale": False, "prefetch": False, "predictor": False, "warmup": False, "suggestion_unit": "block"}
+         "cancel_stale": False, "prefetch": False, "predictor": False, "warmup": False, "suggestion_unit": "block",
+         "doc_words_min_chars": 0, "skip_word_chars": 0}     # (what a simple plugin does: ask the model each time)
 HONEST = {**NAIVE, "cancel_stale": True}
 BASELINE = NAIVE                       # the name earlier versions (and benchmarks/quality.py's notes) used
 ARMS = {"ours": {}, "naive": NAIVE, "honest": HONEST, "no_predictor": {"predictor": False}}

@@ -1,11 +1,12 @@
 """Ours with other settings against a run's baselines, from `quickcode bench typing` rows (no new typing):
 
-  python -m benchmarks.typing_arms BASE_ROWS ARM_ROWS... [--sessions N]
+  python -m benchmarks.typing_arms BASE_ROWS ARM_ROWS... [--sessions N] [--default ROWS]
 
 BASE_ROWS: a run with the arms ours (the defaults), naive and honest (e.g. typing-final/rows.jsonl.gz); each
 ARM_ROWS: an ours-only run (`--arms ours --ours-settings …`) on the same segments, seed and size. Per arm and
 developer kind: accepted characters, ratio to naive, honest and the base run's ours (90 % intervals,
-resampling segments paired across the runs, as the report does), backend requests and how many fewer than
+resampling segments paired across the runs, as the report does; `--default`: ours' defaults from another
+ours-only run, e.g. one of the same series as the arms), backend requests and how many fewer than
 naive, generated tokens never shown, pause → ghost p95 and its difference to honest's. A setting's rows come
 from a different hold than the base's: the machine's noise between holds is not paired away.
 """
@@ -30,11 +31,12 @@ def by_segment(rows: list[dict], arm: str, developer: str, sessions: int) -> dic
             if r["arm"] == arm and r.get("developer", "whole") == developer and r["session"] < sessions}
 
 
-def compare(base: list[dict], arm: list[dict], developer: str, sessions: int, count) -> dict | None:
+def compare(base: list[dict], arm: list[dict], developer: str, sessions: int, count,
+            default: list[dict] | None = None) -> dict | None:
     """The arm's figures against the base run's naive, honest and ours ("default"), on the segments all have."""
     groups = {"ours": by_segment(arm, "ours", developer, sessions),
               **{b: by_segment(base, b, developer, sessions) for b in ("naive", "honest")},
-              "default": by_segment(base, "ours", developer, sessions)}
+              "default": by_segment(base if default is None else default, "ours", developer, sessions)}
     common = sorted(set.intersection(*(set(g) for g in groups.values())))
     if not common:
         return None
@@ -79,17 +81,19 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("base", type=Path)
     p.add_argument("arms", type=Path, nargs="+")
     p.add_argument("--sessions", type=int, default=6)
+    p.add_argument("--default", type=Path, default=None, help="ours' defaults from this run (else BASE_ROWS')")
     args = p.parse_args(argv)
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(Path(__file__).resolve().parent.parent / "models" / "target" / "tokenizer.json"))
     count = lambda t: len(tok.encode(t).ids)   # noqa: E731
     base = read_rows(args.base)
+    default = read_rows(args.default) if args.default is not None else None
     for path in args.arms:
         arm = read_rows(path)
         settings = {r.get("ours_settings") and json.dumps(r["ours_settings"]) for r in arm} - {None}
         for developer in ("whole", "word"):
-            c = compare(base, arm, developer, args.sessions, count)
+            c = compare(base, arm, developer, args.sessions, count, default)
             if c is not None:
                 print(table(f"{path.name} {', '.join(sorted(settings)) or '(defaults)'}", developer, c))
 

@@ -36,8 +36,8 @@ def test_the_rest_of_the_word_from_the_document(prefix, suffix, n, rest):
 
 def test_the_setting_is_range_checked():
     cfg = ClientConfig()
-    assert cfg.doc_words_min_chars == 0
-    assert cfg.update({"docWordsMinChars": -1}) == ["docWordsMinChars"] and cfg.doc_words_min_chars == 0
+    assert cfg.doc_words_min_chars == 1                               # the default (bench typing)
+    assert cfg.update({"docWordsMinChars": -1}) == ["docWordsMinChars"] and cfg.doc_words_min_chars == 1
     assert cfg.update({"docWordsMinChars": 2}) == [] and cfg.doc_words_min_chars == 2
 
 

@@ -27,10 +27,10 @@ def test_the_characters_into_the_word_before_the_cursor(line_prefix, n):
 
 def test_the_setting_is_range_checked():
     cfg = ClientConfig()
-    assert cfg.skip_word_chars == 0                                   # off unless set
-    assert cfg.update({"skipWordChars": -1}) == ["skipWordChars"] and cfg.skip_word_chars == 0
-    assert cfg.update({"skipWordChars": 65}) == ["skipWordChars"] and cfg.skip_word_chars == 0
-    assert cfg.update({"skipWordChars": 1}) == [] and cfg.skip_word_chars == 1
+    assert cfg.skip_word_chars == 1                                   # the default (bench typing)
+    assert cfg.update({"skipWordChars": -1}) == ["skipWordChars"] and cfg.skip_word_chars == 1
+    assert cfg.update({"skipWordChars": 65}) == ["skipWordChars"] and cfg.skip_word_chars == 1
+    assert cfg.update({"skipWordChars": 0}) == [] and cfg.skip_word_chars == 0
 
 
 def _session(skip: int) -> tuple[Session, FakeChannel]:
