@@ -33,7 +33,7 @@ def by_segment(rows: list[dict], arm: str, developer: str, sessions: int) -> dic
 
 def compare(base: list[dict], arm: list[dict], developer: str, sessions: int, count,
             default: list[dict] | None = None) -> dict | None:
-    """The arm's figures against the base run's naive, honest and ours ("default"), on the segments all have."""
+    """The arm's figures against the base run's naive, honest and ours ("default"), on common segments."""
     groups = {"ours": by_segment(arm, "ours", developer, sessions),
               **{b: by_segment(base, b, developer, sessions) for b in ("naive", "honest")},
               "default": by_segment(base if default is None else default, "ours", developer, sessions)}
@@ -58,11 +58,13 @@ def table(name: str, developer: str, c: dict) -> str:
          " / ".join(str(s[a]["accepted_chars"]) for a in ("ours", "default", "naive", "honest"))),
         ("arm / naive", _ci(con["accepted_ratio_vs_naive"], ci.get("accepted_ratio_vs_naive"), "{:.2f}×")),
         ("arm / honest", _ci(con["accepted_ratio_vs_honest"], ci.get("accepted_ratio_vs_honest"), "{:.2f}×")),
-        ("arm / default", _ci(con["accepted_ratio_vs_default"], ci.get("accepted_ratio_vs_default"), "{:.2f}×")),
+        ("arm / default", _ci(con["accepted_ratio_vs_default"], ci.get("accepted_ratio_vs_default"),
+                              "{:.2f}×")),
         ("backend requests: arm / default / naive",
          " / ".join(str(s[a]["backend_requests"]) for a in ("ours", "default", "naive"))),
         ("fewer requests than naive", _ci(100 * con["fewer_requests_vs_naive"],
-                                          [100 * x for x in ci.get("fewer_requests_vs_naive", [])], "{:.1f} %")),
+                                          [100 * x for x in ci.get("fewer_requests_vs_naive", [])],
+                                          "{:.1f} %")),
         ("generated tokens never shown: arm / default",
          f"{_ci(100 * o['waste_share'], [100 * x for x in ci.get('ours.waste_share', [])], '{:.1f} %')} / "
          f"{100 * s['default']['waste_share']:.1f} %"),
@@ -81,11 +83,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("base", type=Path)
     p.add_argument("arms", type=Path, nargs="+")
     p.add_argument("--sessions", type=int, default=6)
-    p.add_argument("--default", type=Path, default=None, help="ours' defaults from this run (else BASE_ROWS')")
+    p.add_argument("--default", type=Path, default=None,
+                   help="ours' defaults from this run (else BASE_ROWS')")
     args = p.parse_args(argv)
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(Path(__file__).resolve().parent.parent / "models" / "target" / "tokenizer.json"))
+    repo = Path(__file__).resolve().parents[1]
+    tok = Tokenizer.from_file(str(repo / "models" / "target" / "tokenizer.json"))
     count = lambda t: len(tok.encode(t).ids)   # noqa: E731
     base = read_rows(args.base)
     default = read_rows(args.default) if args.default is not None else None

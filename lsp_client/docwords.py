@@ -1,13 +1,15 @@
 """The rest of the word being typed, from the document's own identifiers — no backend request.
 
 Mid-word, the model is asked on a prompt that ends inside a token and rarely finishes the word (bench typing,
-6 segments: 464 of 959 requests were mid-word, 0.6 accepted characters each; one letter in, 2 characters from
-135 requests), while the identifier is usually one the document already has (`self.w` → `idth`): offline on the
-same sessions, the most frequent identifier of the prompt window that extends the typed letters was what came
-next at 78 % of the positions two letters into a word where there was one. So there the language server shows
-that rest at once and asks nothing; where the document has no such identifier, the backend is asked as before.
+6 segments: 464 of 959 requests were mid-word, 0.6 accepted characters each; one letter in, 2 characters
+from 135 requests), while the identifier is usually one the document already has (`self.w` → `idth`):
+offline on the same sessions, the most frequent identifier of the prompt window that extends the typed
+letters was what came next at 78 % of the positions two letters into a word where there was one. So there
+the language server shows that rest at once and asks nothing; where the document has no such identifier, the
+backend is asked as before (bench typing with it: benchmarks/reports/typing-cost2/).
 
-Pure: the caller passes the text around the cursor (the request's context window).
+Pure: the caller passes the text around the cursor (the request's context window; at most `SCAN_BEFORE_CHARS`
+before the word and `SCAN_AFTER_CHARS` after the cursor are read).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import re
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD_TAIL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WORD_CHAR = re.compile(r"\w")
+SCAN_BEFORE_CHARS, SCAN_AFTER_CHARS = 8000, 2000   # bounded work per keystroke, whatever the window settings
 
 
 def word_rest(prefix: str, suffix: str, min_chars: int) -> str:
@@ -29,7 +32,8 @@ def word_rest(prefix: str, suffix: str, min_chars: int) -> str:
     typed, start = tail.group(0), len(prefix) - len(tail.group(0))
     counts: dict[str, int] = {}
     last: dict[str, int] = {}
-    for text, before in ((prefix[:start], True), (suffix, False)):
+    around = ((prefix[max(0, start - SCAN_BEFORE_CHARS):start], True), (suffix[:SCAN_AFTER_CHARS], False))
+    for text, before in around:
         for m in _IDENT.finditer(text):
             w = m.group(0)
             if w.startswith(typed):

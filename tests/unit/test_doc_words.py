@@ -1,6 +1,6 @@
-"""The rest of a word from the document's own identifiers (`doc_words_min_chars`, docwords.py): mid-word, shown
-at once with no backend request; where the document has none, the backend is asked as before; an explicit
-request always asks (virtual time, a fake channel)."""
+"""The rest of a word from the document's own identifiers (`doc_words_min_chars`, docwords.py): mid-word,
+shown at once with no backend request; where the document has none, the backend is asked as before; an
+explicit request always asks (virtual time, a fake channel)."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +10,7 @@ import pytest
 
 from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
-from lsp_client.docwords import word_rest
+from lsp_client.docwords import SCAN_AFTER_CHARS, SCAN_BEFORE_CHARS, word_rest
 from lsp_client.session import Session
 from tests.unit.test_hot_streak_waste import BEFORE, _settle
 from tests.unit.test_session_property import URI, FakeChannel
@@ -34,6 +34,13 @@ def test_the_rest_of_the_word_from_the_document(prefix, suffix, n, rest):
     assert word_rest(prefix, suffix, n) == rest
 
 
+def test_only_a_bounded_window_around_the_cursor_is_read():
+    far = "width = 1\n" + "x = 1\n" * (SCAN_BEFORE_CHARS // 6)          # beyond the window before the word
+    assert word_rest(far + "if self.wi", "", 2) == ""
+    assert word_rest("if self.wi", "x\n" * SCAN_AFTER_CHARS + "width = 1\n", 2) == ""
+    assert word_rest("width = 1\n" + "x = 1\n" * 100 + "if self.wi", "", 2) == "dth"
+
+
 def test_the_setting_is_range_checked():
     cfg = ClientConfig()
     assert cfg.doc_words_min_chars == 1                               # the default (bench typing)
@@ -43,8 +50,9 @@ def test_the_setting_is_range_checked():
 
 def _session(n: int) -> tuple[Session, FakeChannel]:
     chan = FakeChannel(random.Random(0))
-    cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False, warmup=False,
-                       telemetry=False, prefetch=False, doc_words_min_chars=n, skip_word_chars=0)
+    cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False,
+                       warmup=False, telemetry=False, prefetch=False, doc_words_min_chars=n,
+                       skip_word_chars=0)
     c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)          # "...def add(a, b):\n    total = "
     return c, chan

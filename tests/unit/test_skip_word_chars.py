@@ -1,6 +1,6 @@
 """No request a letter into a word (`skip_word_chars`): the prompt would end inside a token and the model
-completes the lone letter as a whole name (bench typing: `if s` → `:`, `i` → ` =`; 135 of 959 requests, 2 of 451
-characters accepted). The cache and running requests still answer there; an explicit request always asks
+completes the lone letter as a whole name (bench typing: `if s` → `:`, `i` → ` =`; 135 of 959 requests, 2 of
+451 characters accepted). The cache and running requests still answer there; an explicit request always asks
 (virtual time, a fake channel)."""
 from __future__ import annotations
 
@@ -35,8 +35,9 @@ def test_the_setting_is_range_checked():
 
 def _session(skip: int) -> tuple[Session, FakeChannel]:
     chan = FakeChannel(random.Random(0))
-    cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False, warmup=False,
-                       telemetry=False, prefetch=False, skip_word_chars=skip, doc_words_min_chars=0)
+    cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False,
+                       warmup=False, telemetry=False, prefetch=False, skip_word_chars=skip,
+                       doc_words_min_chars=0)
     c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
     return c, chan
