@@ -48,7 +48,9 @@ def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
     return uvicorn.Config(app, **{**kw, **overrides})
 
 
-def run(settings: Settings) -> None:
+def run(settings: Settings, engine=None) -> None:
+    """Serve until a signal has drained the server (`engine`: another `backend.engine.Engine` than vLLM, e.g. the
+    fake one of tests/fake_serve.py)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     logging.basicConfig(level=settings.log_level.upper(),
@@ -64,7 +66,7 @@ def run(settings: Settings) -> None:
     orphan_guard.start()   # before any thread: after a kill -9 of this process, its engine processes die too
     from backend.app import create_app
 
-    app = create_app(settings)
+    app = create_app(settings, engine)
     server = DrainingServer(uvicorn_config(app, settings), app.state.backend)
     server.run()
     # Sessions are closed, the engine is shut down, logs are written: skip the interpreter's teardown of torch

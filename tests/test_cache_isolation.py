@@ -8,7 +8,9 @@ with the salt.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
+import signal
 
 import pytest
 
@@ -18,6 +20,7 @@ from tests.ws_helpers import complete, open_session
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 ALICE, BOB = "qc_cache-alice-token", "qc_cache-bob-token"
+HANG_S = 60.0   # a hang detector for the exit at SIGTERM, far beyond it on a loaded machine
 
 
 def sha(token: str) -> str:
@@ -29,7 +32,14 @@ def token_backend():
     b = start_backend(ARTIFACTS / "logs" / "backend-cache-isolation.log", "spec_method=off",
                       f"auth_tokens=alice:{sha(ALICE)},bob:{sha(BOB)}", "replica_id=tenants")
     yield b
-    stop_backend(b)
+    # a real vLLM backend exits cleanly on SIGTERM to its main process alone (as Kubernetes stops a pod): the
+    # drain of running requests is tests/test_faults_backend.py's, on the fake engine
+    os.kill(b.proc.pid, signal.SIGTERM)
+    try:
+        b.proc.wait(HANG_S)
+    finally:
+        stop_backend(b)
+    assert b.proc.returncode == 0, b.log_tail()
 
 
 def test_a_user_cannot_probe_another_users_prefix_cache(token_backend):

@@ -1,11 +1,16 @@
-"""Backend fault tolerance on real backends (each test owns one; the session's backend is never touched):
+"""Backend fault tolerance on backends of their own (each test owns one; the session's backend is never touched):
 
   * the vLLM EngineCore process is killed → /readyz (and /healthz) turn red with a reason, the running
     WebSocket and SSE requests end with a typed `engine_unavailable`, new ones are refused at once with it,
-    and the engine's processes do not outlive it;
+    and the engine's processes do not outlive it (real vLLM);
   * SIGTERM with a request running → the drain: it ends with a `done`, new requests get `shutting_down`,
-    new connections and then every session are closed with 1001, the process exits within the deadline;
-  * kill -9 of the backend mid-stream → the raw WebSocket client sees the connection drop at once.
+    new connections and then every session are closed with 1001, the process exits within the deadline. The
+    drain is our server's (backend/serve.py, session.py): it runs over the fake engine in a process of its own
+    (tests/fake_serve.py, streams held after their first token, so they run whenever the test looks); that a
+    real vLLM backend exits cleanly (0) on SIGTERM is checked where one is stopped anyway
+    (tests/test_cache_isolation.py);
+  * kill -9 of the backend mid-stream → the raw WebSocket client sees the connection drop at once, and
+    vLLM's processes notice their parent died and exit (real vLLM).
 
 The measured times are printed and written to artifacts/fault-figures.json (they go in the closing note); the
 tests bound them only by HANG_S, a hang detector, never by an expected speed (a loaded machine is slower).
@@ -24,7 +29,8 @@ import psutil
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from backend.launch import RunningBackend, start_backend, stop_backend
+from backend.launch import RunningBackend, free_port, start_backend, stop_backend
+from tests import fake_serve
 from tests.conftest import ARTIFACTS
 from tests.waits import until
 from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
@@ -49,12 +55,14 @@ def record(name: str, seconds: float) -> None:
 
 @pytest.fixture(scope="module")
 def backends():
-    """Three throw-away backends, started in parallel (engine start-up dominates)."""
-    specs = {"engine_kill": [], "drain": [f"shutdown_drain_s={DRAIN_S}"], "kill9": []}
-    with concurrent.futures.ThreadPoolExecutor(len(specs)) as pool:
+    """Throw-away backends: two on real vLLM, started in parallel (engine start-up dominates), and the drain's
+    over the fake engine."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futs = {name: pool.submit(start_backend, ARTIFACTS / "logs" / f"backend-fault-{name}.log", "spec_method=off",
-                                  "max_tokens_limit=2000", f"replica_id={name}", *extra) for name, extra in specs.items()}
+                                  "max_tokens_limit=2000", f"replica_id={name}") for name in ("engine_kill", "kill9")}
         started = {name: f.result() for name, f in futs.items()}
+    started["drain"] = fake_serve.start(ARTIFACTS / "logs" / "backend-fault-drain.log", free_port(), "--hold",
+                                        "--drain-s", str(DRAIN_S), "--max-tokens-limit", "2000")
     yield started
     for b in started.values():
         stop_backend(b)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,10 +27,10 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.launch import RunningBackend, free_port, stop_backend
-from tests.conftest import ARTIFACTS, REPO
+from tests import fake_serve
+from tests.conftest import ARTIFACTS
 from tests.test_lsp_e2e import capabilities, command, end_pos, inline_params, metric, open_doc, quiet_status
 from tests.waits import until, until_async
-from tests.ws_helpers import http_get
 
 PORT = free_port()
 DEADLINE_MS = 600_000     # the editor's own deadline (the largest the client takes): never what answers here
@@ -41,21 +40,8 @@ TEXT = "class Handler:\n    def handle(self, request):\n        "
 
 
 def start_fake_backend(log_path: Path, *args: str) -> RunningBackend:
-    """tests/fake_serve.py on PORT, once /readyz says so (its own process group: killed whole)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.fake_serve", "--port", str(PORT), *args],
-                                cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    b = RunningBackend(PORT, proc, log_path)
-
-    def ready() -> bool:
-        assert proc.poll() is None, f"the fake backend exited:\n{b.log_tail()}"
-        try:
-            return http_get(f"{b.http_url}/readyz", timeout_s=2)[0] == 200
-        except OSError:
-            return False
-    until(ready, "the fake backend to become ready", hang_s=120, poll_s=0.05)
-    return b
+    """tests/fake_serve.py on PORT, once /readyz says so."""
+    return fake_serve.start(log_path, PORT, *args)
 
 
 @pytest.fixture
