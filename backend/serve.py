@@ -49,8 +49,8 @@ def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
 
 
 def run(settings: Settings, engine=None) -> None:
-    """Serve until a signal has drained the server (`engine`: another `backend.engine.Engine` than vLLM, e.g. the
-    fake one of tests/fake_serve.py)."""
+    """Serve until a signal has drained the server (`engine`: another `backend.engine.Engine` than vLLM,
+    e.g. the fake one of tests/fake_serve.py)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
     logging.basicConfig(level=settings.log_level.upper(),
