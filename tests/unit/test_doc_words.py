@@ -3,17 +3,15 @@ shown at once with no backend request; where the document has none, the backend 
 explicit request always asks (virtual time, a fake channel)."""
 from __future__ import annotations
 
-import asyncio
-import random
 
 import pytest
 
-from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.docwords import SCAN_AFTER_CHARS, SCAN_BEFORE_CHARS, word_rest
 from lsp_client.session import Session
-from tests.unit.test_hot_streak_waste import BEFORE, _settle
+from tests.unit.test_hot_streak_waste import BEFORE
 from tests.unit.test_session_property import URI, FakeChannel
+from tests.unit.test_skip_word_chars import _session as _quiet_session, _typed_and_asked
 
 
 @pytest.mark.parametrize("prefix, suffix, n, rest", [
@@ -49,20 +47,7 @@ def test_the_setting_is_range_checked():
 
 
 def _session(n: int) -> tuple[Session, FakeChannel]:
-    chan = FakeChannel(random.Random(0))
-    cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False,
-                       warmup=False, telemetry=False, prefetch=False, doc_words_min_chars=n,
-                       skip_word_chars=0)
-    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
-    c.on_open(URI, "/t.py", "python", BEFORE)          # "...def add(a, b):\n    total = "
-    return c, chan
-
-
-async def _typed_and_asked(c: Session, text: str, explicit: bool = False) -> asyncio.Task:
-    c.on_change(URI, text, len(text))
-    task = asyncio.create_task(c.complete(URI, len(text), explicit=explicit))
-    await _settle()
-    return task
+    return _quiet_session(skip=0, doc_words=n)          # on "...def add(a, b):\n    total = "
 
 
 async def test_mid_word_the_document_completes_the_word_and_nothing_is_asked():

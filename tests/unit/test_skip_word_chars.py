@@ -33,11 +33,12 @@ def test_the_setting_is_range_checked():
     assert cfg.update({"skipWordChars": 0}) == [] and cfg.skip_word_chars == 0
 
 
-def _session(skip: int) -> tuple[Session, FakeChannel]:
+def _session(skip: int, doc_words: int = 0) -> tuple[Session, FakeChannel]:
+    """A session on BEFORE with only the mid-word settings of these tests on (also tests/unit/test_doc_words.py)."""
     chan = FakeChannel(random.Random(0))
     cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False,
                        warmup=False, telemetry=False, prefetch=False, skip_word_chars=skip,
-                       doc_words_min_chars=0)
+                       doc_words_min_chars=doc_words)
     c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
     c.on_open(URI, "/t.py", "python", BEFORE)
     return c, chan
