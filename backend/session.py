@@ -80,8 +80,10 @@ class Session:
         deadline = time.monotonic() + self.s.hello_timeout_s
         while True:
             try:
-                frame = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
+                # not asyncio.wait_for: on 3.11 it swallows a cancel that lands as the frame arrives
+                async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                    frame = await self.ws.receive()
+            except TimeoutError:
                 await self.close(CLOSE_HELLO_TIMEOUT, "no hello frame")
                 return False
             if frame["type"] == "websocket.disconnect":

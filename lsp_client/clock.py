@@ -1,6 +1,6 @@
 """The language server's only source of time: reading it, sleeping, timeouts and timers.
 
-Every module of lsp_client takes a `Clock` instead of reading `time` or calling `asyncio.wait_for` /
+Every module of lsp_client takes a `Clock` instead of reading `time` or calling `asyncio.timeout` /
 `loop.call_later` itself, so the keystroke path runs in virtual time in tests (`VirtualClock`: time moves only
 when a test says so, or by the amount a sleep asks for) and in real time in the editor (`RealClock`).
 Times are seconds of a monotonic clock (`now_s`).
@@ -31,7 +31,10 @@ class RealClock:
         await asyncio.sleep(s)
 
     async def timeout(self, aw: Awaitable[T], s: float) -> T:
-        return await asyncio.wait_for(aw, max(0.0, s))
+        # not asyncio.wait_for: on Python 3.11 it swallows a cancel that lands as `aw` finishes (it returns the
+        # result), and a $/cancelRequest then never ends the editor's request
+        async with asyncio.timeout(max(0.0, s)):
+            return await aw
 
     def later(self, s: float, fn: Callable[[], None]) -> None:
         asyncio.get_running_loop().call_later(s, fn)

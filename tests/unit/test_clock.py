@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from lsp_client.clock import VirtualClock
+from lsp_client.clock import REAL, VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.session import Session
 from tests.unit.test_session_property import URI, FakeChannel
@@ -70,3 +70,22 @@ async def test_an_abandoned_request_the_user_typed_on_from_is_stopped_after_the_
     for _ in range(5):
         await asyncio.sleep(0)
     assert rid not in chan.running() and s.stats.cancelled == 1
+
+
+@pytest.mark.parametrize("clock", [REAL, VirtualClock()], ids=["real", "virtual"])
+async def test_a_cancel_that_lands_as_the_awaited_finishes_still_cancels(clock):
+    """$/cancelRequest cancels the handler while it waits on `clock.timeout`; if the awaited event fires in the
+    same few loop turns, the cancel must still win (Python 3.11's asyncio.wait_for returned the result instead
+    and the editor's request ran on until the flight ended: a CI failure of test_lsp_cancel)."""
+    for turns in range(6):
+        ev = asyncio.Event()
+        waiting = asyncio.create_task(clock.timeout(ev.wait(), 10))
+        await asyncio.sleep(0)
+        ev.set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        if waiting.done():                              # the wait finished before the cancel: nothing to race
+            continue
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
