@@ -26,6 +26,7 @@ from backend.telemetry import TelemetryRecorder
 from backend.tenancy import Tenancy
 from protocol import (Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, Priority, ProtocolError,
                       Timing)
+from protocol.words import words_end
 
 log = logging.getLogger("quickcode.service")
 _VLLM_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "abort": FinishReason.CANCELLED}
@@ -62,7 +63,7 @@ class Request:
     cache_salt: str | None = None        # the user's tenant (tenancy.py): whose cached blocks it may hit
     task: asyncio.Task | None = None
     ended: bool = False
-    extra: dict = field(default_factory=dict)
+    written: str = ""                    # the text sent, kept only for `max_words`
 
 
 class CompletionService:
@@ -187,6 +188,9 @@ class CompletionService:
                                 f"prompt of {chars} characters exceeds {self.s.max_prompt_chars}", msg.id)
         if not 0.0 <= msg.temperature <= 2.0:
             raise ProtocolError(ErrorCode.BAD_VALUE, "temperature must be within 0..2", msg.id)
+        if not 0 <= msg.max_words <= self.s.max_tokens_limit:
+            raise ProtocolError(ErrorCode.BAD_VALUE, f"max_words must be 0..{self.s.max_tokens_limit}",
+                                msg.id)
         if len(msg.stop) > MAX_STOP_STRINGS or any(not s or len(s) > MAX_STOP_CHARS for s in msg.stop):
             raise ProtocolError(
                 ErrorCode.BAD_VALUE,
@@ -212,7 +216,7 @@ class CompletionService:
 
     async def _run(self, req: Request, priority: int) -> None:
         msg = req.msg
-        finish = FinishReason.STOP
+        finish, stopped = FinishReason.STOP, False
         try:
             max_tokens = 1 if msg.prefill_only else msg.max_tokens
             async for d in self.engine.generate(req.engine_id, req.prompt_ids, max_tokens,
@@ -240,6 +244,11 @@ class CompletionService:
                 if d.finish_reason:
                     finish = _VLLM_FINISH.get(d.finish_reason, FinishReason.STOP)
                     req.spec_proposed, req.spec_accepted = d.spec_draft_tokens, d.spec_accepted_tokens
+                elif msg.max_words and text:
+                    req.written += text
+                    if words_end(req.written, msg.max_words) is not None:
+                        stopped = True          # the words asked for are written: the engine stops here
+                        break
         except asyncio.CancelledError:
             raise  # ended by _end (superseded, cancelled, shed, shutdown): it sent the terminal frame
         except Exception as e:  # engine died or refused: a typed error for this request, the service lives on
@@ -253,7 +262,7 @@ class CompletionService:
             self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
         if not msg.prefill_only and finish in (FinishReason.STOP, FinishReason.LENGTH):
             self.sched.rates.observe_output(req.output_tokens, msg.max_tokens)
-        self._end(req, finish, abort=False)
+        self._end(req, finish, abort=stopped)
         self._apply(self.sched.finished(req.key, time.perf_counter()))
 
     def _observe_prefill(self, req: Request, uncached: int, now: float) -> None:

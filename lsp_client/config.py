@@ -30,6 +30,9 @@ class ClientConfig:
     # word after them asked for where it starts, on the text as typed. bench typing, 6 segments, Tab-only
     # developer: 4 → 450 accepted characters vs 290 with the rest of each line generated (0), every segment up
     word_max_tokens: int = 4
+    # by the word unit, the server ends a request once this many words are written (0: only word_max_tokens
+    # bounds it): the tokens past them are the look-ahead the cache serves when the developer types on
+    word_max_words: int = 0
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
@@ -118,12 +121,17 @@ RANGES = {
     "suffix_max_chars": (0, 1_000_000), "window_quantum_lines": (1, 10_000), "window_warm_chars": (0, 1_000_000),
     "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
     "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
-    "predictor_exploration": (0, 1), "skip_word_chars": (0, 64), "doc_words_min_chars": (0, 64),
+    "predictor_exploration": (0, 1), "skip_word_chars": (0, 64), "word_max_words": (0, 64), "doc_words_min_chars": (0, 64),
 }
 
 
 # what a text setting may be; any other value is refused and the old one kept
 CHOICES = {"suggestion_unit": ("block", "word")}
+
+
+def max_words(cfg: ClientConfig, prefill_only: bool = False) -> int:
+    """A request's `max_words`: by the word unit, `word_max_words` (0: no limit)."""
+    return cfg.word_max_words if cfg.suggestion_unit == "word" and not prefill_only else 0
 
 
 def decode_tokens(cfg: ClientConfig, welcome, prefill_only: bool = False) -> int:

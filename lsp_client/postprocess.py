@@ -17,15 +17,13 @@ import re
 from dataclasses import dataclass
 
 from lsp_client.context import Context
+from protocol.words import first_word
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 _OPENERS = set(_PAIRS.values())
 _BLOCK_OPENER = re.compile(r"[:{(\[]\s*$")
 _CLOSERS_ONLY = set(")]}\"'`;,: ")
 _WORD_TAIL = re.compile(r"\w+$")
-# the next word: leading whitespace (a line break and indentation included), punctuation before it, the word,
-# and the punctuation right after it (`self.`, `append(`, `x, `...)
-_FIRST_WORD = re.compile(r"\s*[^\w\s]*\w*[^\w\s]*")
 # a unit of 2+ characters 4+ times in a row, one of 6+ characters 3+ times ("the number of the number of the
 # number of"), or one character 8+ times; runs of whitespace are indentation or alignment, not loops
 _REPEAT_UNIT = re.compile(r"(.{2,}?)\1{3,}|(.{6,}?)\2{2,}|(.)\3{7,}", re.S)
@@ -177,14 +175,6 @@ def early(raw: str, sh: Shape) -> str:
         return text
     head, nl, last = raw.rpartition("\n")
     return cut(head + nl + _WORD_TAIL.sub("", last), sh, finished=True)[0]
-
-
-def first_word(text: str) -> str:
-    """The next word of `text` with the whitespace and punctuation around it (`first_word("self.x = 1")` is
-    `"self."`); the whole text if it is one word."""
-    m = _FIRST_WORD.match(text)
-    head = m.group(0) if m else ""
-    return head if head.strip() else text
 
 
 def showable(raw: str, sh: Shape, finished: bool, patient: bool, unit: str = "block") -> tuple[str, bool]:

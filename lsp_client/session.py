@@ -22,7 +22,7 @@ from lsp_client.accounting import Accounting
 from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
 from lsp_client.clock import REAL, Clock
-from lsp_client.config import ClientConfig, decode_tokens
+from lsp_client.config import ClientConfig, decode_tokens, max_words
 from lsp_client.context import Context, build, first_window_end, window_chars, within_budget
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.docwords import word_rest
@@ -278,7 +278,7 @@ class Session:
                                                  welcome.max_prompt_chars if welcome else 0)
         msg = Complete(id=self.channel.new_id(), prefix=prefix, suffix=suffix, language=doc.language, path=doc.path,
                        max_tokens=decode_tokens(self.cfg, welcome, prefill_only), priority=priority,
-                       prefill_only=prefill_only, snippets=snippets)
+                       prefill_only=prefill_only, snippets=snippets, max_words=max_words(self.cfg, prefill_only))
         return self.pump.launch(msg, doc.uri, ctx, self._shape(ctx))
 
     def _shape(self, ctx: Context) -> postprocess.Shape:

@@ -88,6 +88,9 @@ class Complete:
     priority: Priority = Priority.NORMAL
     prefill_only: bool = False   # KV warm-up: run the prompt through the engine, generate nothing
     snippets: list[Snippet] = field(default_factory=list)
+    # end the request (finish "stop") once its first `max_words` words are written (protocol/words.py): the
+    # tokens after them would not be shown (0: no limit but max_tokens)
+    max_words: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -194,6 +194,8 @@ def test_a_burst_beyond_the_budget_is_shed_at_once_and_never_reaches_the_engine(
     ('{"kind": "complete", "id": "t7", "prefix": "x", "max_tokens": 100000}', "max_tokens_too_large"),
     ('{"kind": "hello", "protocol_version": 1}', "bad_value"),                            # a second hello
     ('{"kind": "complete", "id": "t8", "prefix": "x", "temperature": 9}', "bad_value"),
+    ('{"kind": "complete", "id": "t9", "prefix": "x", "max_words": -1}', "bad_value"),
+    ('{"kind": "complete", "id": "t10", "prefix": "x", "max_words": "one"}', "wrong_type"),
 ])
 def test_a_bad_frame_gets_a_typed_error_and_the_session_keeps_working(plain, frame, code_):
     ws, welcome = open_session(plain.ws_url)
@@ -264,6 +266,24 @@ def test_a_stop_string_and_max_tokens_reach_the_engine(fake_backend):
         assert r.finish_reason == "length" and r.text == "    a ="
         r = complete(ws, "e", "def f():\n", max_tokens=32, timeout_s=10)
         assert r.finish_reason == "stop" and r.text == "    a = 1\n    b = 2\n"
+
+
+
+@pytest.mark.parametrize("max_words, text", [(1, " self.name"), (2, " self.name ="), (0, " self.name = 1\n")])
+def test_max_words_ends_the_request_once_its_words_are_written(fake_backend, max_words, text):
+    """The engine stops at the token that completes the words asked for (a character after them written: the
+    request's text ends with it); the engine request is aborted there, no token after it."""
+    words = lambda prompt: iter([" self", ".", "name", " =", " 1", "\n"])  # noqa: E731
+    engine = FakeEngine(Settings(spec_method="off"), script=words)
+    b = fake_backend(engine)
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        r = complete(ws, "w", "class A:\n    def f(self):\n        y =", max_tokens=32, max_words=max_words, timeout_s=10)
+    assert r.finish_reason == "stop" and r.text == text, (r.finish_reason, r.text)
+    assert r.terminal["timing"]["output_tokens"] == r.chunks
+    (req,) = engine.by_client_id("w")
+    until(lambda: req.state == "finished", "the engine request to end", poll_s=0.002)
+    assert req.finish_reason == ("abort" if max_words else "stop") and "".join(req.tokens) == text
 
 
 # ── health

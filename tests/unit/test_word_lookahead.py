@@ -7,7 +7,7 @@ import random
 from types import SimpleNamespace
 
 from lsp_client.clock import VirtualClock
-from lsp_client.config import ClientConfig, decode_tokens
+from lsp_client.config import ClientConfig, decode_tokens, max_words
 from lsp_client.session import Session
 from protocol import Done, FinishReason
 from tests.unit.test_hot_streak_waste import BEFORE, _settle
@@ -23,6 +23,28 @@ def test_the_bound_applies_to_the_word_unit_only_and_never_to_a_warm_up():
     assert decode_tokens(word, None, prefill_only=True) == 1
     assert decode_tokens(ClientConfig(word_max_tokens=6), SimpleNamespace(max_tokens=4)) == 4   # the server's
     assert ClientConfig().update({"wordMaxTokens": -1}) == ["wordMaxTokens"]                    # limit first
+
+
+
+def test_word_max_words_is_sent_by_the_word_unit_only_and_never_with_a_warm_up():
+    assert max_words(ClientConfig()) == 0                                     # the default: no word stop
+    assert max_words(ClientConfig(word_max_words=2)) == 2
+    assert max_words(ClientConfig(word_max_words=2, suggestion_unit="block")) == 0
+    assert max_words(ClientConfig(word_max_words=2), prefill_only=True) == 0
+    assert ClientConfig().update({"wordMaxWords": 65}) == ["wordMaxWords"]
+
+
+async def test_a_request_carries_word_max_words():
+    chan = FakeChannel(random.Random(0))
+    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
+                       prefetch=False, word_max_words=1)
+    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
+    c.on_open(URI, "/t.py", "python", BEFORE)
+    ask, rid = await _ask(c, chan, BEFORE, "add(a")               # the server stops after the first word
+    chan.feed(rid, 5)
+    chan.streams[rid]._push(Done(id=rid, finish_reason=FinishReason.STOP))
+    s = await ask
+    assert chan.msgs[rid].max_words == 1 and s.text == "add("
 
 
 async def test_the_next_word_past_the_bound_is_asked_for_where_it_starts():

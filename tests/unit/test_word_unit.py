@@ -12,6 +12,7 @@ from lsp_client import postprocess as pp
 from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.session import Session
+from protocol.words import words_end
 from tests.cursor import at
 from tests.unit.test_hot_streak_waste import BEFORE, _settle
 from tests.unit.test_session_property import URI, FakeChannel
@@ -23,6 +24,28 @@ from tests.unit.test_session_property import URI, FakeChannel
 ])
 def test_the_next_word_carries_the_whitespace_and_punctuation_around_it(text, word):
     assert pp.first_word(text) == word
+
+
+
+@pytest.mark.parametrize("text, n, end", [
+    ("self.x = 1", 1, 5), ("self.x = 1", 2, 6), ("self.x = 1", 3, 8), ("self.x = 1", 4, None), ("self", 1, None),
+    ("self.", 1, None), ("", 1, None), ("\n    total = 1", 1, 10), ("  ", 1, None), ("foo(a", 1, 4),
+])
+def test_words_end_once_a_character_after_them_is_written(text, n, end):
+    """The server's `max_words` stop (protocol/words.py): the same words the client shows, complete only when a
+    character after them has arrived."""
+    assert words_end(text, n) == end
+    if end is not None:
+        assert text[:end] == "".join(_words(text, n)) and pp.first_word(text) == text[:words_end(text, 1)]
+
+
+def _words(text: str, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        w = pp.first_word(text)
+        out.append(w)
+        text = text[len(w):]
+    return out
 
 
 def test_a_word_is_final_once_a_character_after_it_arrived_and_never_waits_for_the_patience():
