@@ -7,7 +7,7 @@ whitespace-only or repetitive text is dropped. `cut` also says when the shown te
 can be stopped early (the rest of the generation is cancelled on the backend).
 
 `showable` is what to show of it, by the client's suggestion unit: the whole line or block, or its next word
-(`first_word`: the words after it are served one by one, from the same request, as each is accepted) — a
+(`first_word`, protocol/words.py: the words after it come one by one as each is accepted) — a
 developer takes a suggestion whole, and with a small model the first word is right far more often than the
 line (bench typing: most text shown whole was right for a word or two and then wrong).
 """

@@ -27,7 +27,8 @@ def test_the_bound_applies_to_the_word_unit_only_and_never_to_a_warm_up():
 
 
 def test_word_max_words_is_sent_by_the_word_unit_only_and_never_with_a_warm_up():
-    assert max_words(ClientConfig()) == 0                                     # the default: no word stop
+    assert max_words(ClientConfig()) == 1                                     # the default (bench typing)
+    assert max_words(ClientConfig(word_max_words=0)) == 0                     # 0: no word stop
     assert max_words(ClientConfig(word_max_words=2)) == 2
     assert max_words(ClientConfig(word_max_words=2, suggestion_unit="block")) == 0
     assert max_words(ClientConfig(word_max_words=2), prefill_only=True) == 0
