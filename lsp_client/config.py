@@ -23,17 +23,19 @@ class ClientConfig:
     max_tokens: int = 64
     multiline_max_lines: int = 8
     # what one suggestion shows: "word" (its next word, the following one asked for as it is taken, or served
-    # from the same request's look-ahead with word_max_words 0; one line at a time) or "block" (the whole line or block). A developer takes a suggestion whole;
-    # most text shown whole was right for a word or two, then wrong (bench typing)
+    # from the same request's look-ahead when there is one; one line at a time) or "block" (the whole line or
+    # block). A developer takes a suggestion whole; most text shown whole was right for a word or two, then wrong
+    # (bench typing)
     suggestion_unit: str = "word"
-    # by the word unit, a request generates at most this many tokens (0: max_tokens): the next word or two, the
-    # word after them asked for where it starts, on the text as typed. bench typing, 6 segments, Tab-only
-    # developer: 4 → 450 accepted characters vs 290 with the rest of each line generated (0), every segment up
-    word_max_tokens: int = 4
+    # by the word unit, a request generates at most this many tokens (0: max_tokens): the next word, the word
+    # after it asked for where it starts, on the text as typed. bench typing, 6 segments (Tab-only / word
+    # developer): 4 → 450 accepted characters vs 290 with the rest of each line generated (0); 2 → 1.06x [1.01,
+    # 1.12] / 1.01x [1.00, 1.02] the accepted characters of 4, decoded tokens -41 %, never shown 55 -> 32 %,
+    # backend requests +14 % (benchmarks/reports/typing-words-stop/)
+    word_max_tokens: int = 2
     # by the word unit, the server ends a request once this many words are written (0: only word_max_tokens
-    # bounds it): the tokens past them are the look-ahead the cache serves when the developer types on. bench
-    # typing, 6 segments: 1 → accepted characters 1.01x [1.00, 1.02] / 1.00x [1.00, 1.01] of 0 (Tab-only / word
-    # developer), decoded tokens -11 %, never shown 55.1 -> 49.9 % (benchmarks/reports/typing-words-stop/)
+    # bounds it): the tokens past them are look-ahead, shown only if the developer types on. With 4 tokens:
+    # accepted characters 1.01x [1.00, 1.02] / 1.00x [1.00, 1.01] of 0, decoded tokens -11 %
     word_max_words: int = 1
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)

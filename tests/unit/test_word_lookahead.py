@@ -19,7 +19,7 @@ def test_the_bound_applies_to_the_word_unit_only_and_never_to_a_warm_up():
     word, block = ClientConfig(word_max_tokens=6), ClientConfig(word_max_tokens=6, suggestion_unit="block")
     assert decode_tokens(word, None) == 6 and decode_tokens(block, None) == 64
     assert decode_tokens(ClientConfig(word_max_tokens=0), None) == 64         # 0: the whole line, as before
-    assert decode_tokens(ClientConfig(), None) == 4                           # the default (bench typing)
+    assert decode_tokens(ClientConfig(), None) == 2                           # the default (bench typing)
     assert decode_tokens(word, None, prefill_only=True) == 1
     assert decode_tokens(ClientConfig(word_max_tokens=6), SimpleNamespace(max_tokens=4)) == 4   # the server's
     assert ClientConfig().update({"wordMaxTokens": -1}) == ["wordMaxTokens"]                    # limit first
