@@ -61,6 +61,11 @@ def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return out
 
 
+def _dockerignore() -> list[str]:
+    return [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")]
+
+
 def _ignored(rel: str, patterns: list[str]) -> bool:
     parts = rel.rstrip("/").split("/")
     return any(fnmatch.fnmatch("/".join(parts[:i]), p.rstrip("/")) for p in patterns for i in range(1, len(parts) + 1))
@@ -68,8 +73,7 @@ def _ignored(rel: str, patterns: list[str]) -> bool:
 
 @pytest.mark.parametrize("flavour", sorted(DOCKERFILES))
 def test_every_copied_path_exists_and_is_in_the_build_context(flavour):
-    ignore = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()
-              if ln.strip() and not ln.startswith("#")]
+    ignore = _dockerignore()
     copies = [rest.split() for word, rest in _instructions(DOCKERFILES[flavour]) if word == "COPY"]
     local = [c for c in copies if not c[0].startswith("--from")]
     assert len(local) >= 8, local
@@ -193,9 +197,10 @@ def _build_inputs_sha256() -> str:
              for src in rest.split()[:-1]]
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
                            cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
+    ignore = _dockerignore()
     h = hashlib.sha256(df.read_bytes())
     for rel in sorted(filter(None, files)):
-        if (REPO / rel).is_file():
+        if (REPO / rel).is_file() and not _ignored(rel, ignore):
             h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes())
     return h.hexdigest()
 
