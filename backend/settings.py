@@ -34,12 +34,13 @@ class Settings(BaseSettings):
     model_int8: Path = MODELS / "target-int8"
     precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
     draft_model: Path = MODELS / "draft"
-    spec_method: Literal["draft", "ngram", "off"] = "draft"
-    # K draft tokens per step. The embedded default on a CPU: 2 (vLLM at batch 1, same run: K=2 0.72x, K=8
-    # 0.50x of plain decoding — a CPU step costs mostly fixed overhead, so short drafts lose least; ngram or
-    # off are faster still there, see benchmarks/reports/draft.md). The GPU profile uses 5
-    # (configs/gpu-13b-int8.toml).
-    num_speculative_tokens: int = 2
+    # The embedded default decodes plainly: on this CPU (vLLM, batch 1, one run, benchmarks/reports/draft.md)
+    # the draft at K=2 adds 7.1 ms [6.4, 8.7] to the first token (it prefills the prompt too) and is no faster
+    # over 32 tokens (1.02x [0.95, 1.09]); ngram K=2 0.92x. The client asks for a word (2 tokens), so the
+    # first token is what the user waits for. The GPU profile speculates with the draft at K=5
+    # (configs/gpu-13b-int8.toml), where the 13B target's step dominates.
+    spec_method: Literal["draft", "ngram", "off"] = "off"
+    num_speculative_tokens: int = 2   # K draft tokens per step when spec_method is draft or ngram
     served_model_name: str = "quickcode-embedded"
     fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the template's (quickcode_fim.json or preset)
     # auto: the model folder's quickcode_fim.json, else the preset detected from the tokenizer's special

