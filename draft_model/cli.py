@@ -54,7 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         t.add_argument("--lr", type=float, default=None)
         t.add_argument("--threads", type=int, default=None)
         t.add_argument("--impl", choices=("hf", "fast"), default=None,
-                       help="the step: transformers' Llama (the original path) or draft_model/fastllama.py")
+                       help="the step: transformers' Llama (the original path) or draft_model/fastllama.py "
+                            "(default on the cpu profile: fast in bf16 where the CPU has native bf16, "
+                            "else hf)")
+        t.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                       help="bf16 autocast, fp32 weights and optimizer (the profile's default otherwise)")
         t.add_argument("--ckpt-every", type=int, default=None, help="evaluate and checkpoint every N steps")
         t.add_argument("--warmup-steps", type=int, default=None)
         t.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
@@ -176,8 +180,19 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.steps is None and args.minutes is None:
         raise SystemExit("give --steps or --minutes")
-    p = profile(args.profile, seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
-                threads=args.threads, kd_alpha=getattr(args, "kd_alpha", None), impl=args.impl, compile=args.compile,
+    auto = {}
+    if args.profile == "cpu" and args.impl is None and getattr(args, "teacher", None) is None:
+        from draft_model.configs import cpu_step
+        from draft_model.cpu_features import cpu_flags, native_bf16_flags
+
+        flags = cpu_flags()
+        auto = cpu_step(flags)
+        print(f"[train] native bf16: {', '.join(native_bf16_flags(flags)) or 'no'} → "
+              f"step {auto or 'hf, fp32'} (--impl hf for the original step)", file=sys.stderr)
+    explicit = {"impl": args.impl, "compile": args.compile, "bf16": args.bf16}
+    p = profile(args.profile, **{**auto, **{k: v for k, v in explicit.items() if v is not None}},
+                seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
+                threads=args.threads, kd_alpha=getattr(args, "kd_alpha", None),
                 eval_every=args.ckpt_every, ckpt_every=args.ckpt_every, warmup_steps=args.warmup_steps)
     result = train_model(args.data, args.size, p, args.run, args.export, steps=args.steps, minutes=args.minutes,
                          teacher_dir=getattr(args, "teacher", None), init_dir=args.init, seed=args.seed,

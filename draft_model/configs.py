@@ -5,6 +5,7 @@ The embedded default (this 2-core CPU) uses `cpu-target` + `cpu-draft`; the GPU 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 
@@ -56,7 +57,7 @@ class TrainProfile:
     warmup_steps: int = 200
     weight_decay: float = 0.1
     grad_clip: float = 1.0
-    bf16: bool = False        # autocast; this CPU has no native bf16 (it was 2.4x slower than fp32 here)
+    bf16: bool = False        # bf16 autocast (fp32 weights, optimizer); pays only with native bf16 (cpu_step)
     compile: bool = False
     # the step's implementation (draft_model/train.py Trainer): "hf" (transformers' Llama, full logits; the
     # original path) or "fast" (draft_model/fastllama.py: fused attention, chunked loss)
@@ -78,6 +79,19 @@ PROFILES = {p.name: p for p in [
     TrainProfile("gpu", seq_len=4096, batch_size=64, lr=3e-4, warmup_steps=2000, bf16=True, compile=True,
                  eval_every=1000, eval_windows=256, ckpt_every=1000),
 ]}
+
+
+# the step `quickcode model train` takes on a CPU with native bf16 (draft_model/cpu_features.py): the fast
+# path in bf16 autocast, ~2x the original step's tokens/s there (benchmarks/reports/train.md); without native
+# bf16 the original fp32 step stays (bf16 is emulated there: 18x slower)
+NATIVE_BF16_STEP = {"impl": "fast", "fused_adamw": True, "compile": True, "bf16": True}
+
+
+def cpu_step(flags: Iterable[str]) -> dict:
+    """Overrides of the `cpu` profile's step for a CPU with these flags (empty: the profile's own, fp32)."""
+    from draft_model.cpu_features import native_bf16
+
+    return dict(NATIVE_BF16_STEP) if native_bf16(flags) else {}
 
 
 def profile(name: str, **overrides) -> TrainProfile:

@@ -63,7 +63,8 @@ class _RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        h = x.float()                                                   # as HF: normalised in fp32
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
 
 
 class _Layer(nn.Module):
@@ -97,8 +98,8 @@ class _Body(nn.Module):
                                                            device=input_ids.device) / self.head_dim))
         freqs = torch.outer(torch.arange(t, dtype=torch.float32, device=input_ids.device), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos(), emb.sin()
         x = self.embed_tokens(input_ids)
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)      # as HF: the tables in the weights' dtype
         for layer in self.layers:
             x = layer(x, cos, sin)
         return self.norm(x)
@@ -128,6 +129,7 @@ class FastLlama(nn.Module):
     def compile_body(self) -> None:
         # kept out of the module tree: the state dict stays HF's
         self.__dict__["_compiled_body"] = torch.compile(self.model, dynamic=False)
+        self.__dict__["_compiled_loss_grad"] = torch.compile(_chunk_loss_grad, dynamic=False)
 
     def body(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.__dict__.get("_compiled_body", self.model)(input_ids)
@@ -139,7 +141,7 @@ class FastLlama(nn.Module):
     def loss(self, input_ids: torch.Tensor, targets: torch.Tensor, chunk_tokens: int = 1024) -> torch.Tensor:
         h = self.body(input_ids)
         return chunked_cross_entropy(h.reshape(-1, h.shape[-1]), self.lm_head.weight, targets.reshape(-1),
-                                     chunk_tokens)
+                                     chunk_tokens, self.__dict__.get("_compiled_loss_grad", _chunk_loss_grad))
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -149,21 +151,20 @@ class _LinearCrossEntropy(torch.autograd.Function):
     backward pass, only the (tokens × d) and (vocab × d) gradients."""
 
     @staticmethod
-    def forward(ctx, h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, chunk_tokens: int):
-        n = h.shape[0]
+    def forward(ctx, h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, chunk_tokens: int, chunk_grad):
+        n, dev = h.shape[0], h.device
+        # the matmuls' dtype: bf16 under autocast (cast once here, not at every use), else h's
+        mm = torch.get_autocast_dtype(dev.type) if torch.is_autocast_enabled(dev.type) else h.dtype
+        w_mm = w.to(mm)
         grad_h = torch.empty_like(h)
         grad_w = torch.zeros_like(w, dtype=torch.float32)
-        total = torch.zeros((), dtype=torch.float32, device=h.device)
+        total = torch.zeros((), dtype=torch.float32, device=dev)
         for i in range(0, n, chunk_tokens):
-            hc, yc = h[i:i + chunk_tokens], y[i:i + chunk_tokens]
-            logits = (hc @ w.t()).float()
-            lse = torch.logsumexp(logits, dim=-1)
-            total += (lse - logits.gather(1, yc[:, None]).squeeze(1)).sum()
-            g = torch.softmax(logits, dim=-1)                      # d loss_sum / d logits = softmax - onehot
-            g[torch.arange(len(yc), device=h.device), yc] -= 1.0
-            g = g.to(h.dtype)
-            grad_h[i:i + chunk_tokens] = g @ w
-            grad_w.addmm_(g.t().float(), hc.float())
+            hc, yc = h[i:i + chunk_tokens].to(mm), y[i:i + chunk_tokens]
+            loss_sum, g = chunk_grad(hc @ w_mm.t(), yc)
+            total += loss_sum
+            grad_h[i:i + chunk_tokens] = g @ w_mm
+            grad_w += (g.t() @ hc).float()
         ctx.save_for_backward(grad_h, grad_w)
         ctx.n = n
         return total / n
@@ -172,12 +173,23 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         grad_h, grad_w = ctx.saved_tensors
         scale = grad_out / ctx.n
-        return grad_h * scale.to(grad_h.dtype), (grad_w * scale).to(grad_w.dtype), None, None
+        return grad_h * scale.to(grad_h.dtype), (grad_w * scale).to(grad_w.dtype), None, None, None
 
 
-def chunked_cross_entropy(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, chunk_tokens: int) -> torch.Tensor:
+def _chunk_loss_grad(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk's summed cross-entropy (fp32) and its gradient wrt the logits, softmax - onehot, in the
+    logits' dtype (the loss's elementwise part: `torch.compile` fuses it into one pass over the logits)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    loss_sum = -logp.gather(1, y[:, None]).sum()
+    g = logp.exp()
+    g[torch.arange(len(y), device=y.device), y] -= 1.0
+    return loss_sum, g.to(logits.dtype)
+
+
+def chunked_cross_entropy(h: torch.Tensor, w: torch.Tensor, y: torch.Tensor, chunk_tokens: int,
+                          chunk_grad=_chunk_loss_grad) -> torch.Tensor:
     """Mean cross-entropy of `h @ w.T` against `y`, one token chunk of logits at a time (`_LinearCrossEntropy`)."""
-    return _LinearCrossEntropy.apply(h, w, y, chunk_tokens)
+    return _LinearCrossEntropy.apply(h, w, y, chunk_tokens, chunk_grad)
 
 
 def from_hf(hf_model) -> FastLlama:

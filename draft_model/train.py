@@ -187,6 +187,8 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
 
     if total is None:  # a time budget: measure the step rate, then fix the step count (kept on resume)
         assert minutes, "give steps or minutes"
+        one_step(step)       # untimed: torch.compile compiles here (tens of seconds), the allocator warms up
+        step += 1
         t0 = time.perf_counter()
         for _ in range(5):
             one_step(step)
