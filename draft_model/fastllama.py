@@ -35,8 +35,26 @@ class _Attention(nn.Module):
         k = self.k_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, t, self.n_kv, self.head_dim).transpose(1, 2)
         q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv != self.n_heads)
+        y = causal_attention(q, k, v, enable_gqa=self.n_kv != self.n_heads)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool = False
+                     ) -> torch.Tensor:
+    """Causal SDPA; from 256 tokens in two query halves, the first half against the first half of the keys
+    only. The CPU flash kernel takes the keys in blocks of up to 512, so one causal call at 512 tokens
+    computes (and masks) the whole T × T; the halves skip the upper-right quarter: 51 → 39 ms per layer
+    forward + backward at 8 × 512 in bf16 on 2 threads, and the compiled bf16 training step 731 → 650 ms
+    (two runs each, separate processes, 2026-11-27)."""
+    t = q.shape[-2]
+    if t < 256 or t % 2:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
+    h = t // 2
+    first = F.scaled_dot_product_attention(q[..., :h, :], k[..., :h, :], v[..., :h, :], is_causal=True,
+                                           enable_gqa=enable_gqa)
+    mask = torch.ones(h, t, dtype=torch.bool, device=q.device).tril(diagonal=h)   # query h+i: keys ≤ h+i
+    second = F.scaled_dot_product_attention(q[..., h:, :], k, v, attn_mask=mask, enable_gqa=enable_gqa)
+    return torch.cat((first, second), dim=-2)
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

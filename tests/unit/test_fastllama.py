@@ -7,7 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from draft_model.configs import MODEL_SIZES, profile
-from draft_model.fastllama import FastLlama, chunked_cross_entropy, from_hf, to_hf, train_flops_per_token
+from draft_model.fastllama import (FastLlama, causal_attention, chunked_cross_entropy, from_hf, to_hf,
+                                   train_flops_per_token)
 from draft_model.train import Trainer
 
 
@@ -39,6 +40,19 @@ def test_same_logits_loss_and_gradients_as_transformers(size):
 def test_chunked_cross_entropy_is_the_mean_cross_entropy():
     h, w, y = torch.randn(50, 8, requires_grad=True), torch.randn(20, 8), torch.randint(0, 20, (50,))
     torch.testing.assert_close(chunked_cross_entropy(h, w, y, 16), F.cross_entropy(h @ w.t(), y))
+
+
+@pytest.mark.parametrize("t", [32, 255, 256, 512])
+def test_causal_attention_in_halves_is_causal_attention(t):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, t, 8, requires_grad=True) for _ in range(3))
+    out = causal_attention(q, k, v)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
+    g = torch.randn_like(ref)
+    got = torch.autograd.grad(out, (q, k, v), g)
+    for a, b in zip(got, torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
 def test_round_trip_to_transformers_keeps_the_weights_and_the_tie():
