@@ -14,12 +14,13 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
 
 from backend.model_info import model_info
-from benchmarks.report import Report, md_table, pcts
+from benchmarks.report import Report, md_table, pcts, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -68,16 +69,14 @@ def paired_vs_plain(plain: list[dict], arm: list[dict], draws: int = 2000, seed:
     rng, n = random.Random(seed), len(plain)
 
     def figures(idx):
-        d = sorted((arm[i]["ttft_s"] - plain[i]["ttft_s"]) * 1000 for i in idx)
-        med = (d[(len(d) - 1) // 2] + d[len(d) // 2]) / 2
-        return med, sum(plain[i]["e2e_s"] for i in idx) / max(1e-9, sum(arm[i]["e2e_s"] for i in idx))
+        ttft = statistics.median((arm[i]["ttft_s"] - plain[i]["ttft_s"]) * 1000 for i in idx)
+        return ttft, sum(plain[i]["e2e_s"] for i in idx) / max(1e-9, sum(arm[i]["e2e_s"] for i in idx))
 
     ttft, speedup = figures(range(n))
     boot = [figures([rng.randrange(n) for _ in range(n)]) for _ in range(draws)]
-    lo, hi = int(0.05 * draws), int(0.95 * draws) - 1
-    t, sp = sorted(b[0] for b in boot), sorted(b[1] for b in boot)
-    return {"ttft_plus_ms": round(ttft, 1), "ttft_plus_ms_90": [round(t[lo], 1), round(t[hi], 1)],
-            "speedup": round(speedup, 3), "speedup_90": [round(sp[lo], 3), round(sp[hi], 3)]}
+    t, sp = [b[0] for b in boot], [b[1] for b in boot]
+    return {"ttft_plus_ms": round(ttft, 1), "ttft_plus_ms_90": [round(percentile(t, q), 1) for q in (5, 95)],
+            "speedup": round(speedup, 3), "speedup_90": [round(percentile(sp, q), 3) for q in (5, 95)]}
 
 
 def identical(a: dict, b: dict) -> dict:
@@ -151,7 +150,8 @@ def run(args: argparse.Namespace) -> dict:
     # windows offline and in vLLM
     context_tokens = model_info(args.target).context_tokens or 2048
     cfg = EvalConfig(n_prompts=args.prompts, max_new_tokens=args.max_tokens, max_prompt_tokens=args.max_prompt_tokens,
-                     k_max=max(8, args.k), loss_windows=args.loss_windows, seq_len=min(512, context_tokens - 2))
+                     k_max=max(8, args.k), loss_windows=args.loss_windows,
+                     seq_len=min(EvalConfig.seq_len, context_tokens - 2))
     cases = fim_cases(args.target, data, args.prompts)
     print(f"[bench draft] offline evaluation on {len(cases)} held-out prompts", file=sys.stderr, flush=True)
     off = evaluate_pair(args.target, args.draft, data, cfg, cases=cases)
@@ -178,8 +178,8 @@ def run(args: argparse.Namespace) -> dict:
         int8_note = f"{args.int8} does not exist: run `quickcode model quantize` to measure INT8."
     if not args.skip_vllm:
         prompts = prompt_ids(args.target, cases, min(args.max_prompt_tokens, context_tokens - args.max_tokens))
-        seq = cfg.seq_len
-        windows = [w.tolist() for batch in heldout_windows(args.target, data, seq, cfg.loss_windows) for w in batch]
+        windows = [w.tolist() for batch in heldout_windows(args.target, data, cfg.seq_len, cfg.loss_windows)
+                   for w in batch]
         paths = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
         plan = [("bf16 plain", {"spec_method": "off"}, True),
                 (f"bf16 + draft K={k}", {"spec_method": "draft", "num_speculative_tokens": k}, False)]

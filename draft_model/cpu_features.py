@@ -29,7 +29,7 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
 
 
 def native_bf16(flags: Iterable[str]) -> bool:
-    return not NATIVE_BF16_FLAGS.isdisjoint(flags)
+    return bool(native_bf16_flags(flags))
 
 
 def native_bf16_flags(flags: Iterable[str]) -> list[str]:

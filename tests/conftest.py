@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config, items):
     xdist_groups.write_units(config, by_id)
 
 
-SESSION_BACKEND_SETTINGS = ("spec_method=draft",)
+SESSION_BACKEND_SETTINGS = {"spec_method": "draft"}
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +52,8 @@ def backend() -> RunningBackend:
         return
     # the draft, as the GPU profile runs it (the embedded default decodes plainly): speculation's path, its
     # metrics and its token-identical output stay under test
-    b = start_backend(ARTIFACTS / "logs" / "backend-session.log", *SESSION_BACKEND_SETTINGS, timeout_s=400)
+    sets = [f"{k}={v}" for k, v in SESSION_BACKEND_SETTINGS.items()]
+    b = start_backend(ARTIFACTS / "logs" / "backend-session.log", *sets, timeout_s=400)
     yield b
     stop_backend(b)
 

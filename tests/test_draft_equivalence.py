@@ -62,7 +62,7 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
     from draft_model.vllm_runner import run_subprocesses
     from draft_model.evaluate import fim_cases
 
-    s = Settings(**dict(kv.split("=", 1) for kv in SESSION_BACKEND_SETTINGS))  # what the session's backend runs
+    s = Settings(**SESSION_BACKEND_SETTINGS)  # what the session's backend runs (same environment)
     assert s.spec_method == "draft", "the session backend should speculate with the draft model"
     data = REPO / "runs" / "data"
     cases = fim_cases(s.target_path, data if data.exists() else None, N_PROMPTS)
