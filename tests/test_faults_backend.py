@@ -39,7 +39,9 @@ pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 DRAIN_S = 8.0   # long enough that the checks made during the drain are made before its deadline on a loaded machine
 HANG_S = 30.0   # what "never happens" means here: far beyond any of the measured times on a loaded machine
-# long enough that it is still streaming when the engine is killed, however fast the machine
+# long enough that it is still streaming when the engine is killed, however fast the machine: the fault backends
+# serve the model's whole 2,048 positions (by default only its trained 512, ~4 s of tokens: under the load of
+# the suite's other worker a first chunk was read after the request had ended by itself)
 LONG = {"prefix": "import os\nimport sys\n\n", "max_tokens": 1900}
 FIGURES: dict[str, float] = {}
 
@@ -59,7 +61,8 @@ def backends():
     over the fake engine."""
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futs = {name: pool.submit(start_backend, ARTIFACTS / "logs" / f"backend-fault-{name}.log", "spec_method=off",
-                                  "max_tokens_limit=2000", f"replica_id={name}") for name in ("engine_kill", "kill9")}
+                                  "max_tokens_limit=2000", "max_model_len=2048", f"replica_id={name}")
+                for name in ("engine_kill", "kill9")}
         started = {name: f.result() for name, f in futs.items()}
     started["drain"] = fake_serve.start(ARTIFACTS / "logs" / "backend-fault-drain.log", free_port(), "--hold",
                                         "--drain-s", str(DRAIN_S), "--max-tokens-limit", "2000")
