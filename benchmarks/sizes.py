@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 from benchmarks.report import Report, md_table, pcts
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--typing-files", type=int, default=4, help="prompts grown keystroke by keystroke")
     p.add_argument("--typing-keys", type=int, default=12, help="keystrokes per typed prompt")
     p.add_argument("--steps", type=int, default=60, help="training steps per size (0: latency only)")
+    p.add_argument("--pflop", type=float, default=0.0,
+                   help="equal training compute per size instead of equal steps: each size takes the steps this "
+                        "many matmul PFLOPs buy (an isoFLOP sweep; overrides --steps)")
+    p.add_argument("--skip-latency", action="store_true", help="loss vs compute only (latency from an earlier run)")
     p.add_argument("--seq-len", type=int, default=512)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--eval-every", type=int, default=20)
@@ -95,32 +101,72 @@ def latency(sizes, data: Path, args) -> dict:
     return out
 
 
+def steps_for(flops_per_step: float, steps: int, pflop: float) -> int:
+    """Training steps of one size: `steps`, or with an equal-compute budget the steps `pflop` PFLOPs buy."""
+    return max(1, round(pflop * 1e15 / flops_per_step)) if pflop > 0 else steps
+
+
 def loss_vs_compute(sizes, data: Path, args) -> dict:
     import torch
 
-    from draft_model.configs import profile
+    from draft_model.configs import cpu_step, profile
+    from draft_model.cpu_features import cpu_flags
     from draft_model.fastllama import train_flops_per_token
     from draft_model.train import Trainer, Windows, build_model, evaluate, lr_at
 
     torch.set_num_threads(args.threads)
-    p = profile("cpu", seq_len=args.seq_len, batch_size=args.batch_size, impl="fast", fused_adamw=True,
-                compile=False, warmup_steps=max(1, args.steps // 10), threads=args.threads)
-    eval_w = Windows(data / "heldout.bin", p.seq_len, 0).fixed(16, p.batch_size)
+    step_kind = {"impl": "fast", "fused_adamw": True, "compile": False, **cpu_step(cpu_flags())}
+    eval_w = None
     out = {}
     for size in sizes:
         model = build_model(size, data / "tokenizer", seed=0)
+        base = profile("cpu", seq_len=args.seq_len, batch_size=args.batch_size, threads=args.threads, **step_kind)
+        flops = train_flops_per_token(model.config, base.seq_len) * base.batch_size * base.seq_len
+        steps = steps_for(flops, args.steps, args.pflop)
+        every = max(1, steps // 8) if args.pflop > 0 else args.eval_every
+        p = profile("cpu", seq_len=args.seq_len, batch_size=args.batch_size, threads=args.threads,
+                    warmup_steps=max(1, steps // 10), **step_kind)
+        eval_w = eval_w or Windows(data / "heldout.bin", p.seq_len, 0).fixed(16, p.batch_size)
         trainer = Trainer(model, p)
         windows = Windows(data / "train.bin", p.seq_len, seed=0)
-        flops = train_flops_per_token(model.config, p.seq_len) * p.batch_size * p.seq_len
         curve, t0 = [], time.perf_counter()
-        for step in range(1, args.steps + 1):
-            trainer.step(windows.batch(p.batch_size), lr_at(step - 1, args.steps, p))
-            if step % args.eval_every == 0 or step == args.steps:
+        for step in tqdm(range(1, steps + 1), desc=f"train {size.name}", unit="step", file=sys.stderr):
+            trainer.step(windows.batch(p.batch_size), lr_at(step - 1, steps, p))
+            if step % every == 0 or step == steps:
                 ev = evaluate(model, eval_w)
                 curve.append({"step": step, "pflop": step * flops / 1e15, "loss": ev["loss"], "top1": ev["top1"]})
-                print(f"[bench sizes] {size.name} step {step}: held-out {ev['loss']:.3f}", file=sys.stderr, flush=True)
-        out[size.name] = {"curve": curve, "wall_s": time.perf_counter() - t0, "gflop_per_step": flops / 1e9}
+                print(f"[bench sizes] {size.name} step {step}/{steps}: held-out {ev['loss']:.3f}", file=sys.stderr,
+                      flush=True)
+        out[size.name] = {"curve": curve, "wall_s": time.perf_counter() - t0, "gflop_per_step": flops / 1e9,
+                          "steps": steps, "tokens": steps * p.batch_size * p.seq_len,
+                          "params": sum(q.numel() for q in model.parameters()),
+                          "step": {k: getattr(p, k) for k in ("impl", "bf16", "compile", "fused_adamw")}}
     return out
+
+
+def _plot(train: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for name, t in train.items():
+        ax.plot([c["pflop"] for c in t["curve"]], [c["loss"] for c in t["curve"]], "o-",
+                label=f"{name} ({t['params'] / 1e6:.1f}M)")
+    ax.set_xscale("log")
+    ax.set_xlabel("training compute, matmul PFLOP")
+    ax.set_ylabel("held-out loss (nats/token)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def best_at_equal_compute(train: dict) -> str | None:
+    """The size with the lowest final held-out loss when every size spent the same compute."""
+    return min(train, key=lambda k: train[k]["curve"][-1]["loss"]) if train else None
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -130,11 +176,12 @@ def run(args: argparse.Namespace) -> dict:
     report = Report("sizes", "Model size vs the typing latency budget, and loss vs training compute", out=args.out)
     data = _data_dir(args.data)
     sizes = [MODEL_SIZES[n] for n in (args.size or DEFAULT_SIZES)]
-    lat = latency(sizes, data, args)
-    train = loss_vs_compute(sizes, data, args) if args.steps else {}
-    fits = [s.name for s in sizes if lat[s.name]["typing_ms"]["p95"] <= TYPING_P95_MS
+    lat = {} if args.skip_latency else latency(sizes, data, args)
+    train = loss_vs_compute(sizes, data, args) if args.steps or args.pflop else {}
+    fits = [s.name for s in sizes if s.name in lat and lat[s.name]["typing_ms"]["p95"] <= TYPING_P95_MS
             and lat[s.name]["cold_ms"]["p95"] <= COLD_MS]
-    report.add(f"""
+    if lat:
+        report.add(f"""
 Latency: each size served by vLLM (`backend.vllm_engine.engine_args`, speculation off, prefix caching on,
 block 32) at a {args.context}-token context; random weights of the size's shape. *Cold*: {args.cold_prompts - 1}
 distinct {args.cold_tokens}-token prompts of held-out code (a first one warms the engine up, untimed).
@@ -142,28 +189,39 @@ distinct {args.cold_tokens}-token prompts of held-out code (a first one warms th
 the prefix cache). Time to the first token in the engine, ms. Budget (issue 14): typing p95 ≤ {TYPING_P95_MS:.0f}
 ms, cold ≤ {COLD_MS:.0f} ms.
 """)
-    rows = [[s.name, f"{lat[s.name]['params'] / 1e6:.1f}M", lat[s.name]["bf16_mb"], lat[s.name]["cold_ms"]["p50"],
-             lat[s.name]["cold_ms"]["p95"], lat[s.name]["typing_ms"]["p50"], lat[s.name]["typing_ms"]["p95"],
-             "yes" if s.name in fits else "no"] for s in sizes]
-    report.add(md_table(["size", "params", "bf16 MB", "cold p50 ms", "cold p95 ms", "typing p50 ms",
-                         "typing p95 ms", "fits the budget"], rows))
+        rows = [[s.name, f"{lat[s.name]['params'] / 1e6:.1f}M", lat[s.name]["bf16_mb"], lat[s.name]["cold_ms"]["p50"],
+                 lat[s.name]["cold_ms"]["p95"], lat[s.name]["typing_ms"]["p50"], lat[s.name]["typing_ms"]["p95"],
+                 "yes" if s.name in fits else "no"] for s in sizes]
+        report.add(md_table(["size", "params", "bf16 MB", "cold p50 ms", "cold p95 ms", "typing p50 ms",
+                             "typing p95 ms", "fits the budget"], rows))
     if train:
+        first = next(iter(train.values()))["step"]
+        budget = (f"the same compute for every size ({args.pflop:g} matmul PFLOP: an isoFLOP sweep, each size "
+                  f"taking the steps it buys)" if args.pflop else f"{args.steps} steps per size")
         report.add(f"""
-Loss vs compute: {args.steps} steps from scratch per size (fast path, batch {args.batch_size} × {args.seq_len},
-the same batches), held-out loss on 16 fixed windows every {args.eval_every} steps, against the matmul
-PFLOPs spent. Short runs: they rank sizes at this compute, not at convergence.
+Loss vs compute: each size trained from scratch with {budget}, batch {args.batch_size} × {args.seq_len}, the
+same batches in the same order, the learning-rate schedule (warm-up a tenth, cosine) over its own steps; the
+step `quickcode model train` takes on this CPU ({", ".join(f"{k} {v}" for k, v in first.items())}). Held-out
+loss on 16 fixed windows of held-out modules, against the matmul PFLOPs spent (compute, not wall time:
+comparable on a shared machine). Short runs: they rank sizes at this compute, not at convergence.
 """)
         rows = []
-        for s in sizes:
-            t = train[s.name]
-            rows.append([s.name, round(t["gflop_per_step"], 1), round(t["wall_s"]),
-                         " · ".join(f"{c['pflop']:.3f}: {c['loss']:.3f}" for c in t["curve"])])
-        report.add(md_table(["size", "GFLOP per step", "wall s", "PFLOP: held-out loss"], rows))
+        for name, t in train.items():
+            last = t["curve"][-1]
+            rows.append([name, f"{t['params'] / 1e6:.1f}M", round(t["gflop_per_step"], 1), t["steps"],
+                         f"{t['tokens'] / 1e6:.2f}M", round(t["wall_s"]), round(last["loss"], 3),
+                         round(last["top1"], 3),
+                         " · ".join(f"{c['pflop']:.3f}: {c['loss']:.2f}" for c in t["curve"])])
+        report.add(md_table(["size", "params", "GFLOP per step", "steps", "tokens", "wall s", "final loss",
+                             "final top-1", "PFLOP: held-out loss"], rows))
+        plot = report.plot_path("loss_vs_compute")
+        _plot(train, plot)
+        report.add(f"![held-out loss vs training compute]({plot.name})")
     (args.work).mkdir(parents=True, exist_ok=True)
     (args.work / "sizes.json").write_text(json.dumps({"latency": lat, "train": train}, indent=1) + "\n")
     headline = {"fits": fits, "largest_fitting": fits[-1] if fits else None,
                 "latency": {k: {"cold_p95_ms": v["cold_ms"]["p95"], "typing_p95_ms": v["typing_ms"]["p95"]}
                             for k, v in lat.items()},
-                "final_loss": {k: round(v["curve"][-1]["loss"], 3) for k, v in train.items()}}
+                "final_loss": {k: round(v["curve"][-1]["loss"], 3) for k, v in train.items()},
+                "best_at_equal_compute": best_at_equal_compute(train) if args.pflop else None}
     return report.finish(headline)
-

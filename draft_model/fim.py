@@ -65,10 +65,14 @@ def split_for_fim(text: str, rng: random.Random, spm_rate: float) -> FimSample:
 
 # ── cursor places: where an editor asks for a completion ───────────────────────────────────────────────────────
 CURSOR_KINDS = {          # kind → share of FIM samples
-    "line_start": 0.30,   # after the indentation of a line (a new line in a block: the whole line is the middle)
+    "line_start": 0.25,   # after the indentation of a line (a new line in a block: the whole line is the middle)
     "after_punct": 0.30,  # after `(`, `.`, `=`, `,`, `:`, `[`, `{` (and the space an editor types after some)
     "mid_identifier": 0.25,  # inside a name being typed
-    "line_end": 0.15,     # at the end of a line: the next line(s) are the middle
+    "line_end": 0.10,     # at the end of a line: the next line(s) are the middle
+    "line_insert": 0.10,  # at column 0 of a line, before its indentation: whole lines (each with its line
+                          # break) go in above it — a blank line between statements, and the shape of the
+                          # standard single-line infilling benchmark (HumanEval's: prefix ends "\n", suffix is
+                          # the next line)
 }
 _PUNCT = re.compile(r"[(.=,:\[{] ?")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
@@ -85,6 +89,8 @@ def _cursor_places(text: str) -> dict[str, list[tuple[int, int]]]:
             ind = len(line) - len(body)
             places["line_start"].append((start + ind, i))
             places["line_end"].append((start + len(line), i))
+            if i > 0:
+                places["line_insert"].append((start, i))
             for m in _PUNCT.finditer(line, ind):
                 if m.end() < len(line):
                     places["after_punct"].append((start + m.end(), i))
@@ -115,7 +121,15 @@ def cursor_cut(text: str, rng: random.Random, spm_rate: float, eof_rate: float =
     lines = text.split("\n")
     line_end = a + len(text[a:].split("\n", 1)[0])
     r = rng.random()
-    if kind == "line_end" or r >= 0.7:  # a short block: this line's rest and up to 5 more lines of its block
+    if kind == "line_insert":  # whole lines: this one (60 %) or up to 5 of its block, each with its "\n"
+        b, ind = line_end, len(lines[i]) - len(lines[i].lstrip(" \t"))
+        for j in range(i + 1, min(len(lines), i + (1 if r < 0.6 else rng.randint(2, 5)))):
+            body = lines[j].lstrip(" \t")
+            if body and len(lines[j]) - len(body) < ind:
+                break
+            b += 1 + len(lines[j])
+        b = min(len(text), b + 1)
+    elif kind == "line_end" or r >= 0.7:  # a short block: this line's rest and up to 5 more lines of its block
         ind = len(lines[i]) - len(lines[i].lstrip(" \t"))
         b = line_end
         for j in range(i + 1, min(len(lines), i + 1 + rng.randint(1, 5))):

@@ -59,6 +59,8 @@ def test_cursor_places_are_editor_places_not_random_characters():
         assert CODE[a] == "\n" and CODE[a - 1] != " "
     for a, i in places["mid_identifier"]:
         assert re.match(r"\w", CODE[a - 1]) and re.match(r"\w", CODE[a])
+    for a, i in places["line_insert"]:                  # column 0 of a non-blank line, before its indentation
+        assert a == starts[i] and CODE[a - 1] == "\n" and lines[i].strip()
 
 
 def test_the_middle_is_mostly_the_rest_of_the_line_with_the_suffix_present():
@@ -81,3 +83,17 @@ def test_every_kind_occurs_and_both_orders_are_kept():
     # a middle inside a name (mid_identifier) and a middle that is a whole indented line (line_start, healed)
     assert any(re.search(r"\w$", s.prefix) and re.match(r"\w", s.middle) for s in samples)
     assert any(s.prefix.endswith("\n       ") and s.middle.startswith(" return") for s in samples)
+
+
+def test_a_line_insert_puts_whole_lines_above_the_cursor_line_as_single_line_infilling_asks():
+    """HumanEval single-line infilling's shape: the prefix ends with a line break, the middle is whole lines
+    (indentation first, each with its line break), the suffix starts at the next line's indentation."""
+    inserts = [s for s in _samples() if s.prefix.endswith("\n") and s.middle.endswith("\n")
+               and s.middle[:1] in " \t" + "abcdefghijklmnopqrstuvwxyz" and s.suffix[:1] not in ("\n",)]
+    assert len(inserts) > 100
+    one_line = [s for s in inserts if s.middle.count("\n") == 1 and s.suffix]
+    assert any(s.middle == "            return self.items[key]\n" and s.suffix.startswith("        return default")
+               for s in one_line)
+    assert any(s.middle.count("\n") >= 2 for s in inserts)
+    for s in inserts:
+        assert s.prefix + s.middle + s.suffix == CODE or s.suffix == ""
