@@ -65,6 +65,12 @@ def quality_figures(repo: Path, weights_sha256: str) -> list[str]:
     return out
 
 
+def _refused(key: str, value) -> str:
+    """A refusal as the manifest records it: a licence with its file count (installed sources), or a PyPI
+    distribution with the licence that refused it."""
+    return f"{key} {value:,}" if isinstance(value, int) else f"{key} ({value})"
+
+
 def render(model_dir: Path, repo: Path) -> str:
     model_dir = Path(model_dir)
     name = model_dir.name
@@ -133,7 +139,7 @@ def render(model_dir: Path, repo: Path) -> str:
         if lic:
             lines.append("- licences of the kept files: " + ", ".join(f"{k} {v:,}" for k, v in sorted(lic.items())))
             refused = train.get("data_refused_licences") or {}
-            lines.append("- refused: " + (", ".join(f"{k} {v:,}" for k, v in sorted(refused.items())) or "none"))
+            lines.append("- refused: " + (", ".join(_refused(k, v) for k, v in sorted(refused.items())) or "none"))
         else:
             lines.append("- sources: not recorded in quickcode_train.json by the pipeline that made this model; "
                          "docs/model-team.md (\"What is committed in `models/`\") lists them")

@@ -151,7 +151,7 @@ def engine_finished(url: str) -> float:
 async def long_running_prefix(c: Client, start: int) -> tuple[str, int]:
     """A prefix whose greedy generation runs the whole of LONG (the model may decide a file ends there and stop
     early: then the next candidate), and how many tokens that run writes. The prompt is short (~200 tokens), so
-    the model's trained context (512 tokens) leaves room for all of LONG. Greedy is repeatable, so a request for
+    the model's trained context (1,024 tokens) leaves room for all of LONG. Greedy is repeatable, so a request for
     it cannot end by itself before that many tokens: whatever ends it earlier is ours."""
     for k in range(8):
         prefix, rid = code(700, start + 2111 * k), f"control{k}"
@@ -348,14 +348,14 @@ async def test_a_cursor_after_a_space_is_healed_the_model_writes_the_space_with_
 
 
 async def test_no_prompt_outgrows_the_context_the_model_was_trained_on(backend):
-    """models/target learnt 512-token windows (its quickcode_train.json): the engine serves a 512-token context,
+    """models/target learnt 1,024-token windows (its quickcode_train.json): the engine serves that context,
     the welcome tells the client the prompt budget, and a long prompt is cut to it — with room for a completion
     longer than the reserve, which the engine ends at the context's end (finish "length", no error)."""
     from backend.model_info import model_info
     from backend.settings import Settings
 
     trained = model_info(Settings().model).trained_context_tokens
-    assert trained == 512
+    assert trained == 1024
     c = await Client.open(backend.ws_url)
     budget = c.welcome["max_prompt_tokens"]
     assert 0 < budget <= trained - Settings().reserve_output_tokens

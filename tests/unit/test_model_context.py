@@ -41,9 +41,10 @@ def test_a_folder_without_metadata_keeps_its_positions(tmp_path):
 
 def test_the_committed_models_record_their_training_window():
     s = Settings()
-    for folder in (s.model, s.model_int8, s.draft_model):
-        assert model_info(folder).trained_context_tokens == 512, folder
-    assert served_max_model_len(s) == 512
+    for folder in (s.model, s.model_int8):             # the target continued on 1,024-token windows
+        assert model_info(folder).trained_context_tokens == 1024, folder
+    assert model_info(s.draft_model).trained_context_tokens == 512
+    assert served_max_model_len(s) == 1024
 
 
 def test_the_prompt_budget_leaves_room_for_the_completion_whatever_max_tokens():
