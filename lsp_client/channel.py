@@ -3,8 +3,8 @@ by request id, reconnect with jittered backoff, and fail every pending request a
 is lost (the editor gets an empty answer, never a hang).
 
 A request is a `Stream` (stream.py): chunks, then exactly one end (`Done`, `Error`, or a local `Lost`). While requests
-are pending, a watchdog pings a silent connection, so a dead network is noticed in about a second (a busy backend
-on a loaded machine can take a few hundred ms to answer a ping: that is not a dead network).
+are pending, a watchdog pings a silent connection, so a dead network is noticed within about three seconds (a busy
+backend on a loaded machine can take a second or more to answer a ping: that is not a dead network).
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ log = logging.getLogger("quickcode.channel")
 
 CONNECT_TIMEOUT_S = 3.0
 WATCHDOG_SILENCE_S = 0.2     # with requests pending and no frame for this long, ping
-WATCHDOG_PONG_S = 1.0        # ... and declare it dead if the pong takes longer (0.3 s dropped a busy live backend)
+WATCHDOG_PONG_S = 2.5        # ... and declare it dead if the pong takes longer: 0.3 s dropped a busy live backend,
+                             # 1.0 s one on a 2-core machine building a container image beside it
 REFUSED_RETRY_S = 30.0       # a wrong token or an incompatible server is tried again this seldom
 
 
