@@ -29,8 +29,7 @@ log = logging.getLogger("quickcode.channel")
 
 CONNECT_TIMEOUT_S = 3.0
 WATCHDOG_SILENCE_S = 0.2     # with requests pending and no frame for this long, ping
-WATCHDOG_PONG_S = 2.5        # ... and declare it dead if the pong takes longer: 0.3 s dropped a busy live backend,
-                             # 1.0 s one on a 2-core machine building a container image beside it
+WATCHDOG_PONG_S = 2.5        # ... dead if the pong takes longer (0.3 s and 1.0 s dropped busy live backends)
 REFUSED_RETRY_S = 30.0       # a wrong token or an incompatible server is tried again this seldom
 
 
