@@ -111,22 +111,20 @@ def loss_vs_compute(sizes, data: Path, args) -> dict:
 
     from draft_model.configs import cpu_step, profile
     from draft_model.cpu_features import cpu_flags
-    from draft_model.fastllama import train_flops_per_token
+    from draft_model.fastllama import param_count, train_flops_per_token
     from draft_model.train import Trainer, Windows, build_model, evaluate, lr_at
 
     torch.set_num_threads(args.threads)
     step_kind = {"impl": "fast", "fused_adamw": True, "compile": False, **cpu_step(cpu_flags())}
-    eval_w = None
+    eval_w = Windows(data / "heldout.bin", args.seq_len, 0).fixed(16, args.batch_size)
     out = {}
     for size in sizes:
         model = build_model(size, data / "tokenizer", seed=0)
-        base = profile("cpu", seq_len=args.seq_len, batch_size=args.batch_size, threads=args.threads, **step_kind)
-        flops = train_flops_per_token(model.config, base.seq_len) * base.batch_size * base.seq_len
+        flops = train_flops_per_token(model.config, args.seq_len) * args.batch_size * args.seq_len
         steps = steps_for(flops, args.steps, args.pflop)
         every = max(1, steps // 8) if args.pflop > 0 else args.eval_every
         p = profile("cpu", seq_len=args.seq_len, batch_size=args.batch_size, threads=args.threads,
                     warmup_steps=max(1, steps // 10), **step_kind)
-        eval_w = eval_w or Windows(data / "heldout.bin", p.seq_len, 0).fixed(16, p.batch_size)
         trainer = Trainer(model, p)
         windows = Windows(data / "train.bin", p.seq_len, seed=0)
         curve, t0 = [], time.perf_counter()
@@ -139,7 +137,7 @@ def loss_vs_compute(sizes, data: Path, args) -> dict:
                       flush=True)
         out[size.name] = {"curve": curve, "wall_s": time.perf_counter() - t0, "gflop_per_step": flops / 1e9,
                           "steps": steps, "tokens": steps * p.batch_size * p.seq_len,
-                          "params": sum(q.numel() for q in model.parameters()),
+                          "params": param_count(model),
                           "step": {k: getattr(p, k) for k in ("impl", "bf16", "compile", "fused_adamw")}}
     return out
 
