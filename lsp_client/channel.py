@@ -2,9 +2,8 @@
 by request id, reconnect with jittered backoff, and fail every pending request at once when the connection
 is lost (the editor gets an empty answer, never a hang).
 
-A request is a `Stream` (stream.py): chunks, then exactly one end (`Done`, `Error`, or a local `Lost`). While requests
-are pending, a watchdog pings a silent connection, so a dead network is noticed within about three seconds (a busy
-backend on a loaded machine can take a second or more to answer a ping: that is not a dead network).
+A request is a `Stream` (stream.py): chunks, then one end (`Done`, `Error`, or a local `Lost`). With requests pending, a
+watchdog pings a silent connection: a dead network is noticed in ~3 s (a busy backend may take 1 s or more to pong).
 """
 from __future__ import annotations
 
@@ -68,7 +67,7 @@ class Channel:
         self._tasks: list[asyncio.Task] = []
         self._closed = False
         self._last_frame_s = clock.now()
-        self.connects = 0
+        self.connects = self.watchdog_drops = 0   # connections made; dropped for a missing pong
         self.last_error = ""
 
     # ── public
@@ -133,7 +132,8 @@ class Channel:
                 "model": self.welcome.model if self.welcome else "", "replica": self.welcome.replica if self.welcome else "",
                 "pending": len(self.streams), "pending_ids": list(self.streams)[-8:],
                 "streaming_ids": [r for r, st in list(self.streams.items())[-8:] if st.t_first is not None], "connects": self.connects,
-                "last_error": self.last_error, "refused": self.problem[0] if self.problem else ""}
+                "last_error": self.last_error, "refused": self.problem[0] if self.problem else "",
+                "watchdog_drops": self.watchdog_drops}
 
     # ── internals
     def _send(self, msg) -> None:
@@ -252,7 +252,7 @@ class Channel:
                 self._last_frame_s = self.clock.now()
             except (asyncio.TimeoutError, websockets.ConnectionClosed):
                 if self.ws is ws:
-                    self.last_error = "no pong: network lost"
+                    self.last_error, self.watchdog_drops = "no pong: network lost", self.watchdog_drops + 1
                     log.warning("backend %s did not answer a ping in %.0f ms", self.url, WATCHDOG_PONG_S * 1000)
                     self._fail_all("no pong")
                     ws.transport.abort()

@@ -9,7 +9,10 @@ SIGKILL: the pending editor request must be answered (empty, not an error) becau
 the editor's deadline (10 min) is far beyond the hang bound, so an answer at all proves it did not wait for
 it; typing goes on without blocking (an empty answer while nothing listens); when a backend comes back on the
 same address the language server reconnects by itself (jittered backoff) and completions resume; nothing is
-left pending. The times are printed, not compared with an expected speed.
+left pending. A second test freezes the backend (SIGSTOP) instead: the connection stays open and nothing answers,
+not even a WebSocket ping — a dead network as the client sees it; the language server's watchdog must notice
+it by itself and answer the pending request empty, and reconnect once the backend runs again (SIGCONT). The
+times are printed, not compared with an expected speed.
 """
 from __future__ import annotations
 
@@ -125,6 +128,39 @@ async def test_backend_killed_mid_stream_then_restarted(client: LanguageClient, 
     assert len(shown) == 1 and shown[0] and "result = compute()".startswith(shown[0]), res
     st = await until_async(lambda: _pending(client, 0), "every request to end", hang_s=HANG_S)
     assert st["connects"] >= 2, st
+
+
+async def test_frozen_backend_is_noticed_by_the_watchdog(client: LanguageClient, own_backend):
+    await until_async(lambda: _connected(client), "the language server to connect", hang_s=HANG_S)
+    open_doc(client, TEXT)
+    pending = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT)))
+    await until_async(lambda: _pending(client, 1), "the request to be pending in the language server",
+                      hang_s=HANG_S)
+    await asyncio.to_thread(until, lambda: metric(own_backend, "quickcode_ttft_seconds_count") >= 1,
+                            "the first chunk to be sent", hang_s=HANG_S)
+    assert not pending.done() and (await status(client))["watchdog_drops"] == 0
+    t_freeze = time.perf_counter()
+    os.killpg(own_backend.proc.pid, signal.SIGSTOP)   # the socket stays open; no frame, no pong comes back
+    try:
+        result = await asyncio.wait_for(pending, HANG_S)
+        print(f"\nthe pending editor request was answered {(time.perf_counter() - t_freeze) * 1000:.0f} ms "
+              f"after the backend froze")
+        assert not result.items, "a request cut off by a dead connection is answered empty"
+        st = await until_async(lambda: _pending(client, 0), "nothing left pending", hang_s=HANG_S)
+        # the watchdog's ping found it (websockets' own keepalive would take 20 s or more)
+        assert st["watchdog_drops"] == 1, st
+    finally:
+        os.killpg(own_backend.proc.pid, signal.SIGCONT)
+    # the backend runs again: the language server reconnects by itself and new requests reach it
+    await until_async(lambda: _connected(client), "the language server to reconnect", hang_s=HANG_S)
+    assert (await status(client))["connects"] >= 2
+    text2 = "def main():\n    "
+    open_doc(client, text2, version=10)
+    again = asyncio.create_task(client.text_document_inline_completion_async(inline_params(text2)))
+    await asyncio.to_thread(until, lambda: metric(own_backend, "quickcode_ttft_seconds_count") >= 2,
+                            "the new request's first chunk to be sent", hang_s=HANG_S)
+    os.killpg(own_backend.proc.pid, signal.SIGKILL)   # it holds the stream after its first token: end it here
+    assert not (await asyncio.wait_for(again, HANG_S)).items
 
 
 async def _connected(client: LanguageClient) -> dict | None:
