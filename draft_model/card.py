@@ -71,6 +71,13 @@ def _refused(key: str, value) -> str:
     return f"{key} {value:,}" if isinstance(value, int) else f"{key} ({value})"
 
 
+def _teacher_retrained(repo: Path, train: dict) -> str:
+    """When the teacher folder a draft was distilled on now holds a model trained after the draft: its date."""
+    teacher = _json(Path(repo) / train["teacher"] / "quickcode_train.json") if train.get("teacher") else None
+    now = (teacher or {}).get("trained_at", "")
+    return now if now and now > train.get("trained_at", "") else ""
+
+
 def render(model_dir: Path, repo: Path) -> str:
     model_dir = Path(model_dir)
     name = model_dir.name
@@ -130,6 +137,10 @@ def render(model_dir: Path, repo: Path) -> str:
             facts.append(f"distilled on the logits of `{train['teacher']}`"
                          + (f", starting from `{train['init']}`" if train.get("init") else ""))
         lines += ["; ".join(facts) + ".", ""]
+        stale = _teacher_retrained(repo, train)
+        if stale:
+            lines += [f"The teacher was the `{train['teacher']}` of that date: the one there now was trained later "
+                      f"({stale}), so this draft was not distilled on it (re-distil: docs/model-team.md).", ""]
     if data:
         lines += ["## Data", "",
                   f"- train: {data['train_docs']:,} documents, {data['train_tokens'] / 1e6:.2f} M tokens; held out: "

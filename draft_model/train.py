@@ -163,7 +163,9 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
     out_dir.mkdir(parents=True, exist_ok=True)
     dev = device()
     model.to(dev)
-    if teacher is not None:  # a 13B teacher only fits one GPU in bf16; on the CPU keep fp32 (no native bf16)
+    # a 13B teacher only fits one GPU in bf16; on the CPU its weights stay fp32 and its forward runs under the
+    # step's autocast (bf16 where the profile's bf16 is on: CPUs with native bf16, cpu_features.py)
+    if teacher is not None:
         teacher.to(dev, dtype=torch.bfloat16 if dev.type == "cuda" else None)
         teacher.eval()
     ckpt_path = out_dir / "ckpt.pt"

@@ -44,3 +44,20 @@ def test_a_card_follows_its_folder(tmp_path):
     assert "held out: loss 2.500" in card and "licences of the kept files: MIT 40, PSF-2.0 700" in card
     assert "refused: GPL-3.0-only 3" in card
     assert "HumanEval" not in card and "has no report of these weights yet" in card
+
+
+def test_a_draft_card_says_when_its_teacher_was_retrained(tmp_path):
+    """A draft distilled on `models/target` says so; once the folder holds a target trained after the draft,
+    its card says the teacher it learnt from is not the one there now."""
+    (tmp_path / "models" / "target").mkdir(parents=True)
+    draft = tmp_path / "models" / "draft"
+    draft.mkdir()
+    for f in (REPO / "models" / "draft").iterdir():
+        (draft / f.name).write_bytes(f.read_bytes())
+    train = json.loads((draft / "quickcode_train.json").read_text())
+    assert train["teacher"] == "models/target"
+    teacher = tmp_path / "models" / "target" / "quickcode_train.json"
+    teacher.write_text(json.dumps({"trained_at": train["trained_at"]}))       # its own teacher: nothing said
+    assert "was not distilled on it" not in render(draft, tmp_path)
+    teacher.write_text(json.dumps({"trained_at": "2099-01-01 00:00:00"}))     # retrained since
+    assert "trained later (2099-01-01 00:00:00), so this draft was not distilled on it" in render(draft, tmp_path)
