@@ -17,6 +17,7 @@ BENCHES = {
                                       "old vs current models"),
     "train": ("benchmarks.train", "training throughput: the original step vs the fast path (tokens/s, FLOP/s)"),
     "sizes": ("benchmarks.sizes", "model sizes: vLLM latency (cold, typing) vs the budget, loss vs training compute"),
+    "copy": ("benchmarks.copy_mix", "a copy (cache) model mixed into the target's distribution: exact first lines"),
     "tokenizer": ("benchmarks.tokenizer", "BPE vocabulary sizes: characters per token vs embedding cost"),
 }
 
