@@ -100,6 +100,17 @@ def _cursor_places(text: str) -> dict[str, list[tuple[int, int]]]:
     return places
 
 
+def _block_end(lines: list[str], i: int, b: int, n_more: int, ind: int, take_next: bool = False) -> int:
+    """`b` moved over up to `n_more` lines after line `i` while they stay in its block (a dedent below `ind`
+    ends it; blank lines stay), each with the line break before it."""
+    for j in range(i + 1, min(len(lines), i + 1 + n_more)):
+        body = lines[j].lstrip(" \t")
+        if body and len(lines[j]) - len(body) < ind and not (take_next and j == i + 1):
+            break
+        b += 1 + len(lines[j])
+    return b
+
+
 def cursor_cut(text: str, rng: random.Random, spm_rate: float, eof_rate: float = 0.05) -> FimSample:
     """A fill-in-the-middle sample cut where an editor's cursor is (CURSOR_KINDS), with the middle an editor
     asks for: mostly the rest of the line (sometimes without the brackets and quotes an editor closed itself),
@@ -121,22 +132,12 @@ def cursor_cut(text: str, rng: random.Random, spm_rate: float, eof_rate: float =
     lines = text.split("\n")
     line_end = a + len(text[a:].split("\n", 1)[0])
     r = rng.random()
+    ind = len(lines[i]) - len(lines[i].lstrip(" \t"))
     if kind == "line_insert":  # whole lines: this one (60 %) or up to 5 of its block, each with its "\n"
-        b, ind = line_end, len(lines[i]) - len(lines[i].lstrip(" \t"))
-        for j in range(i + 1, min(len(lines), i + (1 if r < 0.6 else rng.randint(2, 5)))):
-            body = lines[j].lstrip(" \t")
-            if body and len(lines[j]) - len(body) < ind:
-                break
-            b += 1 + len(lines[j])
-        b = min(len(text), b + 1)
+        b = min(len(text), _block_end(lines, i, line_end, 0 if r < 0.6 else rng.randint(2, 5) - 1, ind) + 1)
     elif kind == "line_end" or r >= 0.7:  # a short block: this line's rest and up to 5 more lines of its block
-        ind = len(lines[i]) - len(lines[i].lstrip(" \t"))
-        b = line_end
-        for j in range(i + 1, min(len(lines), i + 1 + rng.randint(1, 5))):
-            body = lines[j].lstrip(" \t")
-            if body and len(lines[j]) - len(body) < ind and not (kind == "line_end" and j == i + 1):
-                break  # the block ends (a dedent below the cursor's line); at a line end the next line is asked
-            b += 1 + len(lines[j])
+        # (at a line end the next line is asked whatever its indentation)
+        b = _block_end(lines, i, line_end, rng.randint(1, 5), ind, take_next=kind == "line_end")
     else:
         b = line_end
         if r < 0.15:  # the editor closed the brackets/quotes: they are already in the suffix
