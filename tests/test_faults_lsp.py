@@ -72,15 +72,7 @@ async def status(client: LanguageClient) -> dict:
 
 
 async def test_backend_killed_mid_stream_then_restarted(client: LanguageClient, own_backend):
-    await until_async(lambda: _connected(client), "the language server to connect", hang_s=HANG_S)
-    open_doc(client, TEXT)
-    pending = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT)))
-    # streaming now, and held there by the backend: pending in the language server, its first chunk sent,
-    # still running in the engine
-    await until_async(lambda: _pending(client, 1), "the request to be pending in the language server",
-                      hang_s=HANG_S)
-    await asyncio.to_thread(until, lambda: metric(own_backend, "quickcode_ttft_seconds_count") >= 1,
-                            "the first chunk to be sent", hang_s=HANG_S)
+    pending = await _streaming(client, own_backend)
     assert metric(own_backend, "quickcode_engine_running") == 1 and not pending.done()
     # a raw WebSocket to the same backend sees the connection drop at the same moment as the language server's
     probe = await websockets.connect(URL, compression=None)
@@ -131,13 +123,7 @@ async def test_backend_killed_mid_stream_then_restarted(client: LanguageClient, 
 
 
 async def test_frozen_backend_is_noticed_by_the_watchdog(client: LanguageClient, own_backend):
-    await until_async(lambda: _connected(client), "the language server to connect", hang_s=HANG_S)
-    open_doc(client, TEXT)
-    pending = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT)))
-    await until_async(lambda: _pending(client, 1), "the request to be pending in the language server",
-                      hang_s=HANG_S)
-    await asyncio.to_thread(until, lambda: metric(own_backend, "quickcode_ttft_seconds_count") >= 1,
-                            "the first chunk to be sent", hang_s=HANG_S)
+    pending = await _streaming(client, own_backend)
     assert not pending.done() and (await status(client))["watchdog_drops"] == 0
     t_freeze = time.perf_counter()
     os.killpg(own_backend.proc.pid, signal.SIGSTOP)   # the socket stays open; no frame, no pong comes back
@@ -161,6 +147,19 @@ async def test_frozen_backend_is_noticed_by_the_watchdog(client: LanguageClient,
                             "the new request's first chunk to be sent", hang_s=HANG_S)
     os.killpg(own_backend.proc.pid, signal.SIGKILL)   # it holds the stream after its first token: end it here
     assert not (await asyncio.wait_for(again, HANG_S)).items
+
+
+async def _streaming(client: LanguageClient, backend: RunningBackend) -> asyncio.Task:
+    """Connected, TEXT opened and its completion asked: streaming now, and held there by the backend — pending in
+    the language server, its first chunk sent, still running in the engine. Returns the editor's request."""
+    await until_async(lambda: _connected(client), "the language server to connect", hang_s=HANG_S)
+    open_doc(client, TEXT)
+    pending = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT)))
+    await until_async(lambda: _pending(client, 1), "the request to be pending in the language server",
+                      hang_s=HANG_S)
+    await asyncio.to_thread(until, lambda: metric(backend, "quickcode_ttft_seconds_count") >= 1,
+                            "the first chunk to be sent", hang_s=HANG_S)
+    return pending
 
 
 async def _connected(client: LanguageClient) -> dict | None:
