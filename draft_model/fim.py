@@ -65,9 +65,13 @@ def split_for_fim(text: str, rng: random.Random, spm_rate: float) -> FimSample:
 
 # ── cursor places: where an editor asks for a completion ───────────────────────────────────────────────────────
 CURSOR_KINDS = {          # kind → share of FIM samples
-    "line_start": 0.25,   # after the indentation of a line (a new line in a block: the whole line is the middle)
-    "after_punct": 0.30,  # after `(`, `.`, `=`, `,`, `:`, `[`, `{` (and the space an editor types after some)
-    "mid_identifier": 0.25,  # inside a name being typed
+    "line_start": 0.20,   # after the indentation of a line (a new line in a block: the whole line is the middle)
+    "after_punct": 0.25,  # after `(`, `.`, `=`, `,`, `:`, `[`, `{` (and the space an editor types after some)
+    "after_word": 0.15,   # after a word and the space typed after it (`return |`, `for x in |`, `is |`,
+                          # `import |`): healed, the prompt ends with the word and the middle starts with the
+                          # space. Without it, a prefix ending in a word was only ever a name cut in two
+                          # (mid_identifier), and as FIM the model went on with the name: `for i in` → `self`
+    "mid_identifier": 0.20,  # inside a name being typed
     "line_end": 0.10,     # at the end of a line: the next line(s) are the middle
     "line_insert": 0.10,  # at column 0 of a line, before its indentation: whole lines (each with its line
                           # break) go in above it — a blank line between statements, and the shape of the
@@ -75,6 +79,7 @@ CURSOR_KINDS = {          # kind → share of FIM samples
                           # the next line)
 }
 _PUNCT = re.compile(r"[(.=,:\[{] ?")
+_WORD_SPACE = re.compile(r"\b\w+ (?=\S)")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
 _CLOSERS = re.compile(r"[)\]}'\":,]+$")
 
@@ -96,6 +101,8 @@ def _cursor_places(text: str) -> dict[str, list[tuple[int, int]]]:
                     places["after_punct"].append((start + m.end(), i))
             for m in _IDENT.finditer(line, ind):
                 places["mid_identifier"].append((start + m.start() + 1, i))
+            for m in _WORD_SPACE.finditer(line, ind):
+                places["after_word"].append((start + m.end(), i))
         start += len(line) + 1
     return places
 

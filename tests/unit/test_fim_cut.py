@@ -59,6 +59,9 @@ def test_cursor_places_are_editor_places_not_random_characters():
         assert CODE[a] == "\n" and CODE[a - 1] != " "
     for a, i in places["mid_identifier"]:
         assert re.match(r"\w", CODE[a - 1]) and re.match(r"\w", CODE[a])
+    for a, i in places["after_word"]:                   # after a word and one space, text following
+        assert re.search(r"\w $", CODE[starts[i]:a]) and CODE[a] not in " \n"
+    assert (CODE.index("return default") + len("return "), 13) in places["after_word"]
     for a, i in places["line_insert"]:                  # column 0 of a non-blank line, before its indentation
         assert a == starts[i] and CODE[a - 1] == "\n" and lines[i].strip()
 
@@ -83,6 +86,10 @@ def test_every_kind_occurs_and_both_orders_are_kept():
     # a middle inside a name (mid_identifier) and a middle that is a whole indented line (line_start, healed)
     assert any(re.search(r"\w$", s.prefix) and re.match(r"\w", s.middle) for s in samples)
     assert any(s.prefix.endswith("\n       ") and s.middle.startswith(" return") for s in samples)
+    # after a word and its space (after_word, healed): the prompt ends with the word, the middle starts with the
+    # space — the only way a prefix ending in a whole word is trained as FIM (`return` + ` default`)
+    assert any(s.prefix.endswith("        return") and s.middle.startswith(" default") for s in samples)
+    assert any(s.prefix.endswith("if key") and s.middle.startswith(" in self.items:") for s in samples)
 
 
 def test_a_line_insert_puts_whole_lines_above_the_cursor_line_as_single_line_infilling_asks():
