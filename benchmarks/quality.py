@@ -598,6 +598,11 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
                 ["arm", "idiom exact, served", "idiom exact, plain prefix", "idiom exact, FIM", "next-token top-1",
                  "bits per char", "tokens scored"] if offline else ["arm", "idiom exact, served"], irows))
 
+    rep.add("### Idiom lines by kind\n\nExact lines per idiom kind: served per arm; plain prefix / FIM per model "
+            "set (PyTorch). Where a kind's cursor follows a word and its space (`return |`, `for x in |`), the FIM "
+            "prompt ends with that word (the space is healed into the completion).\n\n"
+            + md_table(*_idiom_kinds(arms, served_idioms, offline)))
+
     trows = []
     for a in arms:
         t = a.results.get("typing")
@@ -625,6 +630,26 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
     for section in rep.sections:
         print(section, file=sys.stderr)
     return rep.finish(head)
+
+
+def _idiom_kinds(arms: list[Arm], cases: list[dict], offline: dict) -> tuple[list[str], list[list]]:
+    """(header, rows): exact idiom lines per kind — served by each arm, plain / FIM offline per model set."""
+    kinds = list(dict.fromkeys(c["kind"] for c in cases))
+    sets = [m for m in dict.fromkeys(a.model_set for a in arms) if (offline or {}).get(m)]
+
+    def count(flags, kind, kind_of):
+        return sum(f for f, k in zip(flags, kind_of) if k == kind)
+
+    rows = []
+    for kind in kinds:
+        n = sum(c["kind"] == kind for c in cases)
+        row = [kind, n] + [count(a.results["idiom_exact"], kind, [c["kind"] for c in cases]) for a in arms]
+        for m in sets:
+            o = offline[m]
+            row.append(f"{sum(d['exact'] for d in o['idioms_plain'] if d['kind'] == kind)} / "
+                       f"{sum(d['exact'] for d in o['idioms_fim'] if d['kind'] == kind)}")
+        rows.append(row)
+    return ["kind", "lines", *(f"served: {a.name}" for a in arms), *(f"plain / FIM: {m}" for m in sets)], rows
 
 
 def _examples(arm: Arm, tasks: list[InfillTask]) -> list[list]:

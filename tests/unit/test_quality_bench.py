@@ -82,3 +82,21 @@ def test_typing_share_and_its_interval():
     assert typing_share(rows) == 0.2
     lo, hi = session_bootstrap(rows)
     assert 0.1 <= lo <= 0.2 <= hi <= 0.3
+
+
+def test_idiom_lines_by_kind_count_each_arm_and_model_set():
+    from pathlib import Path
+
+    from benchmarks.quality import Arm, _idiom_kinds
+
+    cases = [{"kind": "return None"}, {"kind": "return None"}, {"kind": "main guard"}]
+    arms = [Arm(n, Path("t"), None, [], m, "", "") for n, m in (("baseline (main)", "baseline"), ("current", "current"))]
+    arms[0].results["idiom_exact"] = [True, False, False]
+    arms[1].results["idiom_exact"] = [True, True, True]
+    offline = {"current": {"idioms_plain": [{"kind": "return None", "exact": True}, {"kind": "return None", "exact": True},
+                                            {"kind": "main guard", "exact": False}],
+                           "idioms_fim": [{"kind": "return None", "exact": False}, {"kind": "return None", "exact": True},
+                                          {"kind": "main guard", "exact": True}]}}
+    header, rows = _idiom_kinds(arms, cases, offline)
+    assert header == ["kind", "lines", "served: baseline (main)", "served: current", "plain / FIM: current"]
+    assert rows == [["return None", 2, 1, 2, "2 / 1"], ["main guard", 1, 0, 1, "0 / 1"]]
