@@ -106,5 +106,5 @@ def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_p
     pre = keep_tail(tok, prefix, budget - len(suf) - used)
     mid = [t.middle_id] if t.middle_id is not None else []
     if t.order == "spm":
-        return [*bos, *ctx, t.suffix_id, *suf, t.prefix_id, *snip, *pre, *mid]
+        return [*bos, *ctx, t.suffix_id, *suf, t.prefix_id, *snip, *pre, *(mid if t.spm_middle else [])]
     return [*bos, *ctx, t.prefix_id, *snip, *pre, t.suffix_id, *suf, *mid]

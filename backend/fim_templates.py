@@ -76,6 +76,10 @@ class FimTemplate:
     file_id: int | None = None
     repo_id: int | None = None
     stop_ids: tuple[int, ...] = ()   # every token that ends a completion, eot included
+    # SPM: the middle token between the prefix and the completion (True), or the prompt ends with the prefix and
+    # the completion continues it (False, `spm_middle_token: false` in quickcode_fim.json: the FIM paper's and
+    # StarCoder's SPM keep prefix and middle contiguous, so the model's left-to-right skill carries over)
+    spm_middle: bool = True
 
     @classmethod
     def from_preset(cls, p: FimPreset, tok: Tokenizer, order: str = "auto") -> "FimTemplate":
@@ -103,7 +107,7 @@ class FimTemplate:
             return cls(found["prefix_token"], found["suffix_token"], found["middle_token"],
                        found["eot_token"],
                        spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
-                       stop_ids=(found["eot_token"],))
+                       stop_ids=(found["eot_token"],), spm_middle=bool(spec.get("spm_middle_token", True)))
         if preset != "auto":
             chosen = next((p for p in PRESETS if p.name == preset), None)
             if chosen is None:

@@ -107,7 +107,10 @@ def render(model_dir: Path, repo: Path) -> str:
     if fim:
         lines.append(f"| tokenizer | BPE, {cfg.get('vocab_size', 0):,} tokens; fill-in-the-middle with "
                      f"`{fim.get('prefix_token')}` `{fim.get('suffix_token')}` `{fim.get('middle_token')}`, order "
-                     f"{fim.get('order', '?').upper()}, end `{fim.get('eot_token')}` (quickcode_fim.json) |")
+                     f"{fim.get('order', '?').upper()}"
+                     + (" (the prompt ends with the prefix, the completion continues it)"
+                        if fim.get("order") == "spm" and fim.get("spm_middle_token") is False else "")
+                     + f", end `{fim.get('eot_token')}` (quickcode_fim.json) |")
     lines += [f"| license | {LICENSE} |", ""]
 
     if quant:

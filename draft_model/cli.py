@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=1, help="processes scanning sources (CPU-heavy: /work/bin/heavy)")
     p.add_argument("--fim-cut", choices=("cursor", "legacy"), default="cursor",
                    help="where FIM samples are cut: at editor cursor places, or the old half-random cuts")
+    p.add_argument("--spm-middle-token", choices=("yes", "no"), default=None,
+                   help="SPM samples with the middle token between prefix and middle (yes), or the middle "
+                        "continuing the prefix (no; written into the data's FIM template, so the trained model "
+                        "is prompted that way); default: the tokenizer folder's (yes when it does not say)")
     p.add_argument("--tokenizer-chars", type=int, default=400_000_000,
                    help="train BPE on a stable sample of at most this many characters")
     p.add_argument("--force", action="store_true")
@@ -169,7 +173,8 @@ def _prepare(args: argparse.Namespace) -> int:
                       vocab_size=args.vocab, chunk_chars=args.chunk_chars, fim_rate=args.fim_rate,
                       spm_rate=args.spm_rate, passes=args.passes, max_docs=args.max_docs, force=args.force,
                       tokenizer_from=args.tokenizer_from, cache_dir=args.cache_dir, decontaminate=args.decontaminate,
-                      workers=args.workers, fim_cut=args.fim_cut, tokenizer_chars=args.tokenizer_chars)
+                      workers=args.workers, fim_cut=args.fim_cut, tokenizer_chars=args.tokenizer_chars,
+                      spm_middle_token=None if args.spm_middle_token is None else args.spm_middle_token == "yes")
     print(json.dumps(summary))
     return 0
 

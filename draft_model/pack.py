@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from draft_model.corpus import Document
-from draft_model.fim import DEFAULT_NAMES, FimSample, cursor_cut, split_for_fim
+from draft_model.fim import DEFAULT_NAMES, SPM_MIDDLE, FimSample, cursor_cut, split_for_fim
 
 
 def chunks(text: str, max_chars: int) -> list[str]:
@@ -40,14 +40,17 @@ def fim_ids(tok: Tokenizer, s: FimSample, names: dict | None = None) -> list[int
 
 def _fim_join(tok: Tokenizer, order: str, pre: list[int], suf: list[int], mid: list[int],
               names: dict | None = None) -> list[int]:
-    """The backend's prompt (backend/fim.py build_prompt) followed by the middle and end-of-text."""
+    """The backend's prompt (backend/fim.py build_prompt) followed by the middle and end-of-text. SPM with
+    `spm_middle_token` false: the middle follows the prefix directly (its continuation)."""
     n = names or DEFAULT_NAMES
     tid = tok.token_to_id
     if order == "spm":
         head = [tid(n["suffix_token"]), *suf, tid(n["prefix_token"]), *pre]
+        marker = [tid(n["middle_token"])] if n.get(SPM_MIDDLE, True) else []
     else:
         head = [tid(n["prefix_token"]), *pre, tid(n["suffix_token"]), *suf]
-    return [*head, tid(n["middle_token"]), *mid, tid(n["eot_token"])]
+        marker = [tid(n["middle_token"])]
+    return [*head, *marker, *mid, tid(n["eot_token"])]
 
 
 def bin_dtype(vocab_size: int) -> np.dtype:

@@ -20,12 +20,14 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
             max_docs: int | None = None, force: bool = False, seed: int = 0,
             tokenizer_from: Path | None = None, cache_dir: Path | None = None,
             decontaminate: list[Path] | None = None, humaneval: bool = True, workers: int = 1,
-            fim_cut: str = "cursor", tokenizer_chars: int = 400_000_000) -> dict:
+            fim_cut: str = "cursor", tokenizer_chars: int = 400_000_000,
+            spm_middle_token: bool | None = None) -> dict:
     """`tokenizer_from`: a target's HF folder whose tokenizer (and FIM template) the data uses instead of a
     freshly trained BPE — a draft for a real target must share the target's vocabulary. `cache_dir`: where
     PyPI sdists are kept (`pypi:` sources). Training files sharing a 13-token run with HumanEval (`humaneval`)
     or with the problems of a `decontaminate` JSONL file are dropped. BPE is trained on at most
-    `tokenizer_chars` characters of training text (a stable sample of whole documents)."""
+    `tokenizer_chars` characters of training text (a stable sample of whole documents). `spm_middle_token`
+    (None: the tokenizer folder's template decides) is written into the data's FIM template."""
     data_dir.mkdir(parents=True, exist_ok=True)
     if force or not (data_dir / "manifest.json").exists():
         benchmarks = {"humaneval": dedup.humaneval_texts()} if humaneval else {}
@@ -50,6 +52,10 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
             tok = tokmod.train_bpe(tokmod.sample_texts((d.text for d in train), tokenizer_chars), vocab_size)
             tokmod.save_hf(tok, tok_dir, model_max_length=max(s.max_position_embeddings for s in MODEL_SIZES.values()))
     tok = tokmod.load(tok_dir)
+    if spm_middle_token is not None:
+        order = json.loads((tok_dir / fim.TEMPLATE_FILE).read_text()).get("order", "spm") \
+            if (tok_dir / fim.TEMPLATE_FILE).exists() else "spm"
+        fim.write_template(tok_dir, order, {**fim.template_names(tok_dir), fim.SPM_MIDDLE: spm_middle_token})
     names = fim.template_names(tok_dir)
     counts = {}
     for split, docs, passes_ in (("train", train, passes), ("heldout", heldout, 1)):
@@ -66,7 +72,8 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
                "heldout_tokens": counts["heldout"], "vocab_size": tok.get_vocab_size(),
                "chars_per_token": round(sum(len(d.text) for d in heldout) / max(1, counts["heldout"]), 2),
                "train_chars": sum(len(d.text) for d in train), "sources": manifest.get("sources"),
-               "passes": passes, "fim_rate": fim_rate, "fim_cut": fim_cut}
+               "passes": passes, "fim_rate": fim_rate, "fim_cut": fim_cut, "spm_rate": spm_rate,
+               "spm_middle_token": names[fim.SPM_MIDDLE]}
     (data_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
 

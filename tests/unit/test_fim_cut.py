@@ -104,3 +104,41 @@ def test_a_line_insert_puts_whole_lines_above_the_cursor_line_as_single_line_inf
     assert any(s.middle.count("\n") >= 2 for s in inserts)
     for s in inserts:
         assert s.prefix + s.middle + s.suffix == CODE or s.suffix == ""
+
+
+def test_spm_without_the_middle_token_trains_and_prompts_the_middle_as_the_prefix_continuation(tmp_path):
+    """`spm_middle_token: false` (the FIM paper's and StarCoder's SPM: prefix and middle contiguous): the
+    backend's prompt ends with the prefix, and a training sample is that prompt followed by the middle and
+    end-of-text — with no middle token between them; PSM keeps its middle token. A template without the key
+    (every model trained before) keeps the middle token."""
+    import json
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    from backend.fim import build_prompt
+    from backend.fim_templates import FimTemplate
+    from draft_model import fim
+    from draft_model.fim import FimSample
+    from draft_model.pack import fim_ids
+    from tests.conftest import REPO
+
+    for name in ("tokenizer.json", fim.TEMPLATE_FILE):
+        shutil.copy(REPO / "models" / "target" / name, tmp_path / name)
+    tok = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    s = FimSample("def f(x):\n    return", "\n\nprint(f(1))\n", " x + 1", "spm")
+    tid = tok.token_to_id
+    for joined in (False, True):
+        if joined:
+            fim.write_template(tmp_path, "spm", {**fim.template_names(tmp_path), fim.SPM_MIDDLE: False})
+        t = FimTemplate.load(tmp_path, tok)
+        assert t.spm_middle is not joined
+        prompt = build_prompt(tok, t, s.prefix, s.suffix, 512)
+        sample = fim_ids(tok, s, fim.template_names(tmp_path))
+        mid = tok.encode(s.middle).ids
+        assert sample == [*prompt, *mid, tid("<|endoftext|>")]             # training sees what serving asks
+        assert prompt[-len(tok.encode(s.prefix).ids):] == tok.encode(s.prefix).ids or not joined
+        assert (tid("<fim_middle>") in prompt) is not joined
+    assert json.loads((tmp_path / fim.TEMPLATE_FILE).read_text())[fim.SPM_MIDDLE] is False
+    psm = fim_ids(tok, FimSample(s.prefix, s.suffix, s.middle, "psm"), fim.template_names(tmp_path))
+    assert tid("<fim_middle>") in psm
