@@ -71,8 +71,12 @@ def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(t
     # text after the cursor on the same line: fill-in-the-middle, as with `always`
     mid = fim.build_prompt(tok, template, prefix, "x)" + below, 512, fim_policy="mid_line")
     assert mid == fim.build_prompt(tok, template, prefix, "x)" + below, 512, fim_policy="always")
-    assert template.middle_id == mid[-1] and template.suffix_id in mid and template.prefix_id in mid
-    assert template.middle_id in fim.build_prompt(tok, template, prefix, below, 512, fim_policy="always")
+    assert template.suffix_id in mid and template.prefix_id in mid
+    # the model's SPM: the prompt ends with the prefix (its middle continues it) or with the middle token
+    end = [template.middle_id] if template.spm_middle else tok.encode(prefix).ids[-3:]
+    assert mid[-len(end):] == end
+    always = fim.build_prompt(tok, template, prefix, below, 512, fim_policy="always")
+    assert template.suffix_id in always and always[-len(end):] == end
     # snippets go before the prefix and the budget holds
     long_prefix = (STDLIB / "argparse.py").read_text()[:20000]
     p = fim.build_prompt(tok, template, long_prefix, "", 300, "# other.py\n# x = 1\n", fim_policy="mid_line")
