@@ -76,9 +76,9 @@ class FimTemplate:
     file_id: int | None = None
     repo_id: int | None = None
     stop_ids: tuple[int, ...] = ()   # every token that ends a completion, eot included
-    # SPM: the middle token between the prefix and the completion (True), or the prompt ends with the prefix and
-    # the completion continues it (False, `spm_middle_token: false` in quickcode_fim.json: the FIM paper's and
-    # StarCoder's SPM keep prefix and middle contiguous, so the model's left-to-right skill carries over)
+    # SPM: the middle token between the prefix and the completion (True), or the prompt ends with the prefix
+    # and the completion continues it (False, `spm_middle_token: false` in quickcode_fim.json: the FIM paper's
+    # and StarCoder's SPM keep prefix and middle contiguous, so the model's left-to-right skill carries over)
     spm_middle: bool = True
 
     @classmethod

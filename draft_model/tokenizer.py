@@ -70,7 +70,8 @@ def copy_hf(target_dir: Path, out_dir: Path) -> dict:
         raise SystemExit(f"{target_dir} has no tokenizer.json (a fast HF tokenizer is needed)")
     names = template_names(target_dir)
     tok = load(target_dir)
-    missing = [v for k, v in names.items() if k != "file_sep_token" and tok.token_to_id(v) is None]
+    missing = [v for k, v in names.items() if k.endswith("_token") and isinstance(v, str)
+               and k != "file_sep_token" and tok.token_to_id(v) is None]
     if missing:
         raise SystemExit(f"{target_dir}'s tokenizer lacks the FIM tokens {missing}: write its names into "
                          f"{target_dir / TEMPLATE_FILE} (prefix_token, suffix_token, middle_token, eot_token)")

@@ -48,4 +48,6 @@ def test_llama_vim_infill_on_vllm(backend):
     assert r.status_code == 200, r.text
     body = r.json()
     print(f"\nllama.vim /infill: {body['content']!r}")
-    assert set(body) == set(LLAMA_VIM_FIELDS) and body["timings/predicted_n"] > 0 and body["timings/prompt_n"] > 10
+    # the prompt: prefix + suffix tokens and the FIM markers (ten with the embedded model's SPM, which has no
+    # middle token after the prefix)
+    assert set(body) == set(LLAMA_VIM_FIELDS) and body["timings/predicted_n"] > 0 and body["timings/prompt_n"] >= 10

@@ -129,8 +129,7 @@ def test_spm_without_the_middle_token_trains_and_prompts_the_middle_as_the_prefi
     s = FimSample("def f(x):\n    return", "\n\nprint(f(1))\n", " x + 1", "spm")
     tid = tok.token_to_id
     for joined in (False, True):
-        if joined:
-            fim.write_template(tmp_path, "spm", {**fim.template_names(tmp_path), fim.SPM_MIDDLE: False})
+        fim.write_template(tmp_path, "spm", {**fim.template_names(tmp_path), fim.SPM_MIDDLE: not joined})
         t = FimTemplate.load(tmp_path, tok)
         assert t.spm_middle is not joined
         prompt = build_prompt(tok, t, s.prefix, s.suffix, 512)
