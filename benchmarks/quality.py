@@ -634,20 +634,17 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
 
 def _idiom_kinds(arms: list[Arm], cases: list[dict], offline: dict) -> tuple[list[str], list[list]]:
     """(header, rows): exact idiom lines per kind — served by each arm, plain / FIM offline per model set."""
-    kinds = list(dict.fromkeys(c["kind"] for c in cases))
+    kind_of = [c["kind"] for c in cases]
     sets = [m for m in dict.fromkeys(a.model_set for a in arms) if (offline or {}).get(m)]
 
-    def count(flags, kind, kind_of):
-        return sum(f for f, k in zip(flags, kind_of) if k == kind)
+    def exact(records: list[dict], kind: str) -> int:
+        return sum(d["exact"] for d in records if d["kind"] == kind)
 
     rows = []
-    for kind in kinds:
-        n = sum(c["kind"] == kind for c in cases)
-        row = [kind, n] + [count(a.results["idiom_exact"], kind, [c["kind"] for c in cases]) for a in arms]
-        for m in sets:
-            o = offline[m]
-            row.append(f"{sum(d['exact'] for d in o['idioms_plain'] if d['kind'] == kind)} / "
-                       f"{sum(d['exact'] for d in o['idioms_fim'] if d['kind'] == kind)}")
+    for kind in dict.fromkeys(kind_of):
+        row = [kind, kind_of.count(kind)]
+        row += [sum(f for f, k in zip(a.results["idiom_exact"], kind_of) if k == kind) for a in arms]
+        row += [f"{exact(offline[m]['idioms_plain'], kind)} / {exact(offline[m]['idioms_fim'], kind)}" for m in sets]
         rows.append(row)
     return ["kind", "lines", *(f"served: {a.name}" for a in arms), *(f"plain / FIM: {m}" for m in sets)], rows
 
