@@ -104,7 +104,14 @@ def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_p
         return [*bos, *ctx, *snip, *keep_tail(tok, prefix, budget - used)]
     suf = keep_head(tok, suffix, budget // 4) if suffix else []
     pre = keep_tail(tok, prefix, budget - len(suf) - used)
+    return fim_layout(t, pre, suf, snip, [*bos, *ctx])
+
+
+def fim_layout(t: FimTemplate, pre: list[int], suf: list[int], snip: list[int] = (),
+               head: list[int] = ()) -> list[int]:
+    """The FIM parts in the template's order, ending where the completion starts: the one layout both the
+    served prompt (`build_prompt`) and the training samples (draft_model/pack.py) are made of."""
     mid = [t.middle_id] if t.middle_id is not None else []
     if t.order == "spm":
-        return [*bos, *ctx, t.suffix_id, *suf, t.prefix_id, *snip, *pre, *(mid if t.spm_middle else [])]
-    return [*bos, *ctx, t.prefix_id, *snip, *pre, t.suffix_id, *suf, *mid]
+        return [*head, t.suffix_id, *suf, t.prefix_id, *snip, *pre, *(mid if t.spm_middle else [])]
+    return [*head, t.prefix_id, *snip, *pre, t.suffix_id, *suf, *mid]

@@ -35,22 +35,26 @@ def chunks(text: str, max_chars: int) -> list[str]:
 
 def fim_ids(tok: Tokenizer, s: FimSample, names: dict | None = None) -> list[int]:
     pre, suf, mid = (tok.encode(x).ids for x in (s.prefix, s.suffix, s.middle))
-    return _fim_join(tok, s.order, pre, suf, mid, names)
+    return _fim_join(_templates(tok, names)[s.order], pre, suf, mid)
 
 
-def _fim_join(tok: Tokenizer, order: str, pre: list[int], suf: list[int], mid: list[int],
-              names: dict | None = None) -> list[int]:
-    """The backend's prompt (backend/fim.py build_prompt) followed by the middle and end-of-text. SPM with
-    `spm_middle_token` false: the middle follows the prefix directly (its continuation)."""
+def _templates(tok: Tokenizer, names: dict | None) -> dict:
+    """{order: the backend's FimTemplate} for the data's token names (SPM's middle token as they say)."""
+    from backend.fim_templates import FimTemplate
+
     n = names or DEFAULT_NAMES
     tid = tok.token_to_id
-    if order == "spm":
-        head = [tid(n["suffix_token"]), *suf, tid(n["prefix_token"]), *pre]
-        marker = [tid(n["middle_token"])] if n.get(SPM_MIDDLE, True) else []
-    else:
-        head = [tid(n["prefix_token"]), *pre, tid(n["suffix_token"]), *suf]
-        marker = [tid(n["middle_token"])]
-    return [*head, *marker, *mid, tid(n["eot_token"])]
+    return {order: FimTemplate(tid(n["prefix_token"]), tid(n["suffix_token"]), tid(n["middle_token"]),
+                               tid(n["eot_token"]), order, spm_middle=n.get(SPM_MIDDLE, True))
+            for order in ("psm", "spm")}
+
+
+def _fim_join(t, pre: list[int], suf: list[int], mid: list[int]) -> list[int]:
+    """The backend's prompt layout (backend/fim.py fim_layout, what build_prompt serves) followed by the middle
+    and end-of-text."""
+    from backend.fim import fim_layout
+
+    return [*fim_layout(t, pre, suf), *mid, t.eot_id]
 
 
 def bin_dtype(vocab_size: int) -> np.dtype:
@@ -68,6 +72,7 @@ def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, f
     dtype = bin_dtype(tok.get_vocab_size())
     rng = random.Random(seed)
     eot = tok.token_to_id((names or DEFAULT_NAMES)["eot_token"])
+    templates = _templates(tok, names)
     cut = FIM_CUTS[fim_cut]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
@@ -86,7 +91,7 @@ def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, f
                 ids = [e.ids for e in tok.encode_batch(texts)]
                 seqs = [[*x, eot] for x in ids[:len(plain)]]
                 rest = ids[len(plain):]
-                seqs += [_fim_join(tok, s.order, *rest[3 * k:3 * k + 3], names) for k, s in enumerate(samples)]
+                seqs += [_fim_join(templates[s.order], *rest[3 * k:3 * k + 3]) for k, s in enumerate(samples)]
                 rng.shuffle(seqs)  # plain and FIM samples interleaved, not in runs of each kind
                 arr = np.fromiter((t for q in seqs for t in q), dtype=dtype)
                 arr.tofile(f)
