@@ -243,7 +243,9 @@ def test_kill_9_mid_stream_drops_the_connection_promptly(backends):
         while True:
             m = recv(ws, HANG_S)       # the chunks already in the socket, then the drop
             chunks += 1
-            assert m["kind"] == "chunk", m
+            # a done only if the request ran to its end before the kill landed (a loaded test process can read
+            # the first chunk late): the drop must come after it all the same
+            assert m["kind"] == "chunk" or (m["kind"] == "done" and m["finish_reason"] in ("length", "stop")), m
     drop_s = time.perf_counter() - t_kill
     record("kill9_client_sees_drop", drop_s)
     # the engine processes notice their parent died and exit by themselves (an orphaned engine holds the GPU)
