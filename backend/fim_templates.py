@@ -92,22 +92,27 @@ class FimTemplate:
                    tok.token_to_id(p.repo) if p.repo else None, tuple(dict.fromkeys([eot, *ids(p.stops)])))
 
     @classmethod
+    def from_names(cls, spec: dict, tok: Tokenizer, order: str = "auto",
+                   where: str = "quickcode_fim.json") -> "FimTemplate":
+        """The template a `quickcode_fim.json` spells out (token names, order, `spm_middle_token`): what the
+        backend serves and draft_model/pack.py trains on."""
+        names = {k: spec[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")}
+        found = {k: tok.token_to_id(v) for k, v in names.items()}
+        missing = [names[k] for k, v in found.items() if v is None]
+        if missing:
+            raise ValueError(f"{where}: the tokenizer lacks the FIM tokens {missing}")
+        return cls(found["prefix_token"], found["suffix_token"], found["middle_token"], found["eot_token"],
+                   spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
+                   stop_ids=(found["eot_token"],), spm_middle=bool(spec.get("spm_middle_token", True)))
+
+    @classmethod
     def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto",
              preset: str = "auto") -> "FimTemplate":
         """The model folder's `quickcode_fim.json` if it has one (what draft_model writes), else the preset
         named by `preset`, else the one detected from the tokenizer's special tokens."""
         f = model_dir / "quickcode_fim.json"
         if preset == "auto" and f.exists():
-            spec = json.loads(f.read_text())
-            names = {k: spec[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")}
-            found = {k: tok.token_to_id(v) for k, v in names.items()}
-            missing = [names[k] for k, v in found.items() if v is None]
-            if missing:
-                raise ValueError(f"{f}: the tokenizer lacks the FIM tokens {missing}")
-            return cls(found["prefix_token"], found["suffix_token"], found["middle_token"],
-                       found["eot_token"],
-                       spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
-                       stop_ids=(found["eot_token"],), spm_middle=bool(spec.get("spm_middle_token", True)))
+            return cls.from_names(json.loads(f.read_text()), tok, order, where=str(f))
         if preset != "auto":
             chosen = next((p for p in PRESETS if p.name == preset), None)
             if chosen is None:

@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 from tqdm import tqdm
 
 from draft_model.corpus import Document
-from draft_model.fim import DEFAULT_NAMES, SPM_MIDDLE, FimSample, cursor_cut, split_for_fim
+from draft_model.fim import DEFAULT_NAMES, FimSample, cursor_cut, split_for_fim
 
 
 def chunks(text: str, max_chars: int) -> list[str]:
@@ -42,11 +42,7 @@ def _templates(tok: Tokenizer, names: dict | None) -> dict:
     """{order: the backend's FimTemplate} for the data's token names (SPM's middle token as they say)."""
     from backend.fim_templates import FimTemplate
 
-    n = names or DEFAULT_NAMES
-    tid = tok.token_to_id
-    return {order: FimTemplate(tid(n["prefix_token"]), tid(n["suffix_token"]), tid(n["middle_token"]),
-                               tid(n["eot_token"]), order, spm_middle=n.get(SPM_MIDDLE, True))
-            for order in ("psm", "spm")}
+    return {order: FimTemplate.from_names(names or DEFAULT_NAMES, tok, order) for order in ("psm", "spm")}
 
 
 def _fim_join(t, pre: list[int], suf: list[int], mid: list[int]) -> list[int]:
@@ -71,8 +67,8 @@ def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, f
     Samples are shuffled across documents; FIM cuts are `fim_cut` (FIM_CUTS)."""
     dtype = bin_dtype(tok.get_vocab_size())
     rng = random.Random(seed)
-    eot = tok.token_to_id((names or DEFAULT_NAMES)["eot_token"])
     templates = _templates(tok, names)
+    eot = templates["psm"].eot_id
     cut = FIM_CUTS[fim_cut]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".part")
