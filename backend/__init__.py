@@ -7,12 +7,14 @@ Read in the order of a request:
                  /v1/ws
   session.py     one WebSocket: hello/welcome, frames in → the service, frames out in order
   service.py     validate → tokenize → schedule → stream from the engine → end exactly once
-  fim.py         prefix/suffix/snippets → prompt token ids within the budget (space healing)
+  fim.py         prefix/suffix/snippets → prompt token ids within the budget (token healing)
   fim_templates.py   each model family's FIM template, by its special tokens
   segments.py        fast exact tokenization by line segments, cut at line boundaries
   scheduler.py   pure admission logic: newest first per user, supersede, prefetch on spare capacity, shedding
   engine.py      the `Engine` protocol the service streams from (`Delta`, `EngineStats`)
-  vllm_engine.py   the engine on vLLM's AsyncLLM (the only module that imports vLLM)
+  vllm_engine.py   the engine on vLLM's AsyncLLM (with vllm_logits.py the only modules that import vLLM)
+  vllm_logits.py   our vLLM logits processor: copy_model.py (the prompt's own n-grams mixed in) and
+                   heal_mask.py (a healed prefix's text written again by agreeing tokens)
   fake_engine.py   scripted tokens on an injected clock: tests of our own code, no vLLM
 Beside the path: openai_api.py (`POST /v1/completions`), compat_api.py (llama.cpp /infill, Ollama),
 debug_api.py (`/debug/*` knobs), http_gate.py (what every HTTP request passes first), auth.py (hashed

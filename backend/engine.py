@@ -81,9 +81,11 @@ class Engine(Protocol):
     def error(self) -> str | None: ...
 
     def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                 temperature: float, priority: int, cache_salt: str | None = None) -> AsyncIterator[Delta]:
+                 temperature: float, priority: int, cache_salt: str | None = None,
+                 healed: str = "") -> AsyncIterator[Delta]:
         """`cache_salt`: the tenant's salt (backend/tenancy.py): prefix-cache hits only among requests with
-        the same salt (None: the shared cache)."""
+        the same salt (None: the shared cache). `healed`: the output must start with this text, written by
+        tokens that agree with it (token healing, backend/fim.py `heal`; "" none)."""
 
     async def abort(self, request_id: str) -> None: ...
 

@@ -213,8 +213,8 @@ class FakeEngine:
 
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int,
-                       cache_salt: str | None = None) -> AsyncIterator[Delta]:
+                       temperature: float, priority: int, cache_salt: str | None = None,
+                       healed: str = "") -> AsyncIterator[Delta]:
         if self._dead:
             raise EngineDied("engine core died")
         if request_id in self.requests and self.requests[request_id].state != "finished":
@@ -227,6 +227,8 @@ class FakeEngine:
             await self._admit(req)
             tokens = iter(self.script(self.tokenizer.decode(prompt_ids)))
             nxt = next(tokens, None)
+            if healed and not (nxt or "").startswith(healed):   # as vLLM's mask would: the healed text first
+                nxt = healed + (nxt or "")
             delay_s = self.ttft_s
             while req.state == "running":
                 await self._wait(req, self.clock.sleep(delay_s))

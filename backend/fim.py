@@ -1,8 +1,8 @@
 """Fill-in-the-middle prompts: prefix/suffix/snippets → token ids, cut to the prompt budget.
 
 Parts are tokenized separately (backend/segments.py: fast, exact, cut at line boundaries) and concatenated in
-the served model's template (backend/fim_templates.py), as in training. A prefix that ends in a space is
-healed (`heal`): the model writes the space with its word.
+the served model's template (backend/fim_templates.py), as in training. A prefix that ends in a space (and,
+with `heal_token`, its last token) is healed (`heal`): the model writes it again, with what follows.
 """
 from __future__ import annotations
 
@@ -29,15 +29,39 @@ def render_snippets(snippets: list[tuple[str, str]], language: str) -> str:
     return "".join(out)
 
 
-def heal(prefix: str) -> tuple[str, str]:
-    """Token healing of a prefix that ends in a space: (prefix to prompt with, text the completion must start
-    with, which is then removed from it). A GPT-2-style byte-level pre-tokenizer keeps the space before a word
-    with the word (`for i in range` → `for`, ` i`, ` in`, ` range`; an indent `\n    return` → `\n   `,
-    ` return`), so a prompt that ends in that space shows the model a lone ` ` token where training never had
-    one, and a small model then writes nonsense after `return ` or `for i in `. The prompt leaves that one
-    space out and the model writes it, with the word. Spaces before it stay: their tokens are the training
-    ones."""
-    return (prefix[:-1], " ") if prefix.endswith(" ") else (prefix, "")
+def heal(prefix: str, space: bool = True, tok: Tokenizer | None = None) -> tuple[str, str]:
+    """Token healing: (prefix to prompt with, text the completion must start with, which is then removed
+    from it). A GPT-2-style byte-level pre-tokenizer keeps the space before a word with the word (`for i in
+    range` → `for`, ` i`, ` in`, ` range`; an indent `\n    return` → `\n   `, ` return`), so a prompt that
+    ends in that space shows the model a lone ` ` token where training never had one, and a small model then
+    writes nonsense after `return ` or `for i in `. The prompt leaves that one space out and the model writes
+    it, with the word. Spaces before it stay: their tokens are the training ones.
+
+    With `tok` (setting `heal_token`), a prefix that ends in anything else gives back its last pre-tokenizer
+    piece (the unit BPE merges within) the same way: `super().` ends in `().` where training had `().__`
+    `init` (the model, shown `().`, wrote `init(`), and `x = sel` in ` se` `l` where training had ` self`. The
+    engine then lets the model write only tokens that agree with that text until it is written
+    (backend/vllm_logits.py), so the model picks the best continuation of what was typed, the typed tokens
+    themselves included. Not healed: a line end, whitespace, a piece longer than HEAL_MAX_CHARS, and
+    non-ASCII text (a byte-level token may hold part of a character: matched by text, never agreeing)."""
+    if prefix.endswith(" "):
+        return (prefix[:-1], " ") if space else (prefix, "")
+    if tok is None or not prefix or prefix[-1] in "\n\t\r":
+        return prefix, ""
+    line = prefix[prefix.rfind("\n") + 1:][-HEAL_WINDOW_CHARS:]
+    pieces = tok.pre_tokenizer.pre_tokenize_str(line) if tok.pre_tokenizer is not None else []
+    if not pieces:
+        return prefix, ""
+    start, end = pieces[-1][1]
+    last = line[start:]
+    if end != len(line) or not last.strip() or len(last) > HEAL_MAX_CHARS or not last.isascii():
+        return prefix, ""
+    return prefix[:-len(last)], last
+
+
+HEAL_MAX_CHARS = 24       # a piece longer than this is not given back (its start is settled)
+HEAL_WINDOW_CHARS = 256   # the end of the cursor's line that is tokenized to find its last token (bounded on
+                          # any line length; the pre-tokenizer's pieces are far shorter)
 
 
 class Healed:

@@ -38,6 +38,8 @@ WITHIN_SLO = Counter("quickcode_requests_within_slo_total",
                      "Served requests whose first chunk met the TTFT budget")
 ERRORS = Counter("quickcode_errors_total", "Typed errors sent, by code", ["code"])
 OUTPUT_TOKENS = Counter("quickcode_output_tokens_total", "Tokens streamed to clients")
+HEAL_DISAGREED = Counter("quickcode_heal_disagreed_total",
+                         "Healed requests whose output did not write the healed text again (ended empty)")
 SESSIONS = Gauge("quickcode_sessions", "Open WebSocket sessions")
 QUEUED = Gauge("quickcode_queued_requests", "Requests waiting in the admission queue")
 QUEUED_TOKENS = Gauge("quickcode_queued_prompt_tokens", "Prompt tokens waiting in the admission queue")

@@ -141,7 +141,8 @@ class CompletionService:
             files = [(s.path, s.text) for s in msg.snippets]
             # other files: in the family's own file-separator format where it has one, else as comments
             snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
-            prefix, healed = heal(msg.prefix) if self.s.heal_space else (msg.prefix, "")
+            prefix, healed = heal(msg.prefix, self.s.heal_space,
+                                  self.engine.tokenizer if self.s.heal_token else None)
             ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
                                self.s.fim_policy, files=files if template.file_id is not None else None,
                                path=msg.path)
@@ -218,9 +219,12 @@ class CompletionService:
         msg = req.msg
         finish, stopped = FinishReason.STOP, False
         try:
-            max_tokens = 1 if msg.prefill_only else msg.max_tokens
+            healed = req.healed.pending if self.s.heal_token else ""   # the engine keeps to it (heal_mask.py)
+            # writing the healed text again may take as many tokens as it did typed: on top of the request's
+            max_tokens = 1 if msg.prefill_only else msg.max_tokens + (
+                len(self.engine.tokenizer.encode(healed, add_special_tokens=False).ids) if healed else 0)
             async for d in self.engine.generate(req.engine_id, req.prompt_ids, max_tokens,
-                                                msg.stop, msg.temperature, priority, req.cache_salt):
+                                                msg.stop, msg.temperature, priority, req.cache_salt, healed):
                 now = time.perf_counter()
                 if req.t_first is None:
                     req.t_first = now
@@ -231,7 +235,8 @@ class CompletionService:
                 req.t_last = now
                 req.output_tokens += d.num_tokens
                 text = req.healed.feed(d.text)
-                if text is None:                 # the model did not write the healed space: nothing to show
+                if text is None:                 # the model did not write the healed text: nothing to show
+                    metrics.HEAL_DISAGREED.inc()  # (never with heal_token's mask, but under speculation)
                     self._end(req, FinishReason.STOP, abort=True)
                     self._apply(self.sched.finished(req.key, time.perf_counter()))
                     return

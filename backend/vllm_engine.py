@@ -1,9 +1,10 @@
 """`VllmEngine`: the `Engine` on vLLM's AsyncLLM — engine arguments from settings, DELTA token streaming,
 abort, engine statistics.
 
-The only module of the backend that imports vLLM. The draft model rides in `speculative_config`; prefix
-caching uses a small block size so that a prompt that grows by a keystroke still hits (vLLM caches whole
-blocks only).
+With backend/vllm_logits.py (the copy model and token healing as a logits processor, loaded by vLLM
+from its name) the only module of the backend that imports vLLM. The draft model rides in
+`speculative_config`; prefix caching uses a small block size so that a prompt that grows by a keystroke
+still hits (vLLM caches whole blocks only).
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from typing import AsyncIterator
 
 from tokenizers import Tokenizer
 
+from backend.copy_model import EXTRA_KEY as COPY_KEY
+from backend.copy_model import parse_lambdas
+from backend.heal_mask import EXTRA_KEY as HEAL_KEY
 from backend.engine import Delta, EngineStats, load_tokenizer
 from backend.fim_templates import FimTemplate
 from backend.model_info import check_head_size, served_max_model_len
@@ -24,6 +28,7 @@ from backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")
 ENGINE_SHUTDOWN_TIMEOUT_S = 2.0
+LOGITS_FQCN = "backend.vllm_logits:QuickcodeLogitsProcessor"   # vLLM imports it in the engine process
 
 
 def stat_logger_factory(stats: EngineStats):
@@ -105,7 +110,20 @@ def engine_args(s: Settings):
         distributed_executor_backend=s.distributed_executor_backend, max_num_seqs=s.max_num_seqs,
         speculative_config=spec, scheduling_policy="priority", disable_log_stats=not s.engine_log_stats,
         per_request_spec_decode_metrics="summary" if spec else "none", seed=0,
+        logits_processors=[LOGITS_FQCN] if parse_lambdas(s.copy_lambdas) or s.heal_token else None,
     )
+
+
+def copy_args(s: Settings, template: FimTemplate | None) -> dict:
+    """The requests' `extra_args` that turn the copy model on ({}: off). The FIM template's special tokens
+    never count as copied followers."""
+    lambdas = parse_lambdas(s.copy_lambdas)
+    if not lambdas:
+        return {}
+    t = template
+    special = [] if t is None else [i for i in (t.prefix_id, t.suffix_id, t.middle_id, t.file_id, t.repo_id,
+                                                *t.stop_ids) if i is not None]
+    return {COPY_KEY: {"lambdas": list(lambdas), "max_n": s.copy_max_n, "exclude": special}}
 
 
 class VllmEngine:
@@ -117,6 +135,7 @@ class VllmEngine:
         self.llm = None
         self.tokenizer: Tokenizer | None = None
         self.template: FimTemplate | None = None
+        self._copy_args: dict = {}
         self.start_error: str | None = None
         self.started_s: float | None = None
         self.max_model_len = served_max_model_len(settings) or 0   # vLLM's own figure once started
@@ -126,6 +145,7 @@ class VllmEngine:
     def start(self) -> None:
         s = self.settings
         self.tokenizer, self.template = load_tokenizer(s)
+        self._copy_args = copy_args(s, self.template)
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
         if s.preload_iomp and s.spec_method != "off":
             preload_iomp()
@@ -141,7 +161,9 @@ class VllmEngine:
             raise
         self.started_s = time.perf_counter() - t0
         self.max_model_len = self.llm.model_config.max_model_len
-        log.info("engine ready in %.1f s (model %s, spec %s)", self.started_s, s.target_path, s.spec_method)
+        log.info("engine ready in %.1f s (model %s, spec %s, copy model %s, token healing %s)",
+                 self.started_s, s.target_path, s.spec_method,
+                 f"λ {s.copy_lambdas}" if self._copy_args else "off", "on" if s.heal_token else "off")
         threading.Thread(target=self._reap_on_death, args=(_engine_processes(),), daemon=True,
                          name="engine-death-reaper").start()
 
@@ -191,8 +213,8 @@ class VllmEngine:
 
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
-                       temperature: float, priority: int,
-                       cache_salt: str | None = None) -> AsyncIterator[Delta]:
+                       temperature: float, priority: int, cache_salt: str | None = None,
+                       healed: str = "") -> AsyncIterator[Delta]:
         """Stream deltas. Cancelling the consumer (or `abort`) aborts the engine request. `cache_salt`: the
         tenant's salt (backend/tenancy.py) — prefix-cache hits only among requests with the same salt."""
         from vllm import SamplingParams
@@ -201,7 +223,8 @@ class VllmEngine:
 
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop or None,
                                 stop_token_ids=list(self.template.stop_ids) if self.template else None,
-                                output_kind=RequestOutputKind.DELTA, skip_special_tokens=True)
+                                output_kind=RequestOutputKind.DELTA, skip_special_tokens=True,
+                                extra_args=self._extra_args(healed))
         # Rendered here (cheap for ids: ~0.05 ms at 1,500 tokens) so that AsyncLLM takes its synchronous input
         # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50
         # on this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
@@ -216,6 +239,9 @@ class VllmEngine:
                         num_cached_tokens=out.num_cached_tokens or 0,
                         spec_draft_tokens=sd.num_draft_tokens if sd else 0,
                         spec_accepted_tokens=sum(j * n for j, n in enumerate(sd.histogram)) if sd else 0)
+
+    def _extra_args(self, healed: str) -> dict | None:   # what our logits processor reads (vllm_logits.py)
+        return ({**self._copy_args, HEAL_KEY: healed} if healed else self._copy_args) or None
 
     async def abort(self, request_id: str) -> None:
         if self.llm is not None:

@@ -7,7 +7,8 @@ the tokens that followed the earlier occurrences. Mixed as p = (1 − λ_n) p_mo
 of the match. Greedy decoding in PyTorch of the first line (what the served exact-match figures count), on
 HumanEval single-line infilling (`bench quality`'s seeded subset) and the held-out FIM cases of the model's
 data; every λ setting against plain decoding on the same cases (wins / losses: cases only one of the two got).
-A screen in PyTorch: served through vLLM it would be a logits processor, built only if this says it pays.
+A screen in PyTorch with the served functions (backend/copy_model.py); served through vLLM it is the logits
+processor of backend/vllm_copy.py (`copy_lambdas`), measured by `quickcode bench quality --arm`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from backend.copy_model import copy_distribution, mix_logits
 from benchmarks.report import Report, md_table
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,31 +41,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None)
 
 
-def copy_distribution(ctx: list[int], exclude: frozenset[int], max_n: int = 4) -> tuple[int, dict[int, float]]:
-    """(n, {token: probability}): the tokens that followed the earlier occurrences of the longest n-gram
-    (n ≤ max_n) that ends `ctx`; (0, {}) when none occurred (tokens of `exclude` never count as a follower)."""
-    for n in range(min(max_n, len(ctx) - 1), 0, -1):
-        key, counts = ctx[-n:], {}
-        for i in range(n, len(ctx)):
-            if ctx[i] not in exclude and ctx[i - n:i] == key:
-                counts[ctx[i]] = counts.get(ctx[i], 0) + 1
-        if counts:
-            total = sum(counts.values())
-            return n, {t: c / total for t, c in counts.items()}
-    return 0, {}
-
-
-def mix(probs: torch.Tensor, n: int, copy: dict[int, float], lam: tuple[float, ...]) -> torch.Tensor:
-    """(1 − λ_n) probs + λ_n copy (probs unchanged without a match)."""
-    if not n:
-        return probs
-    w = lam[min(n, len(lam)) - 1]
-    out = probs * (1 - w)
-    for t, v in copy.items():
-        out[t] += w * v
-    return out
-
-
 @torch.no_grad()
 def first_line(model, prompt: list[int], lam, stop: frozenset[int], exclude: frozenset[int], max_n: int,
                max_new: int = 24) -> list[int]:
@@ -73,10 +50,9 @@ def first_line(model, prompt: list[int], lam, stop: frozenset[int], exclude: fro
     logits = model(input_ids=torch.tensor([prompt]), past_key_values=cache, use_cache=True).logits[0, -1]
     out: list[int] = []
     for _ in range(max_new):
-        probs = torch.softmax(logits.float(), -1)
-        if lam is not None:
-            probs = mix(probs, *copy_distribution(prompt + out, exclude, max_n), lam)
-        nxt = int(probs.argmax())
+        if lam is not None:        # the served logits processor's own functions (backend/vllm_copy.py)
+            logits = mix_logits(logits.float(), *copy_distribution(prompt + out, max_n, exclude), lam)
+        nxt = int(logits.argmax())
         out.append(nxt)
         if nxt in stop:
             break

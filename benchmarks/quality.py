@@ -29,6 +29,7 @@ import hashlib
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 import tarfile
@@ -62,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--typing-sessions", type=int, default=4, help="typing sessions per arm (0: skip typing)")
     p.add_argument("--typing-chars", type=int, default=300)
     p.add_argument("--arm", action="append", default=[], metavar="NAME:KEY=VALUE,...",
-                   help="one more arm: the current models served with these settings (e.g. copy_off:copy_model=false)")
+                   help="one more arm: the current models served with these settings (e.g. copy:copy_lambdas=0.1,0.2,0.3,0.4)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every arm's server")
     p.add_argument("--skip-offline", action="store_true", help="no PyTorch figures (idioms plain/FIM, top-1)")
     p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-quality",
@@ -390,7 +391,7 @@ def build_arms(args, tmp: Path) -> tuple[list[Arm], str]:
     arms.append(Arm("current", args.target, cur_draft, list(args.set), "current", cur_src, cur_note))
     for spec in args.arm:
         name, _, kvs = spec.partition(":")
-        extra = [kv for kv in kvs.split(",") if kv]
+        extra = [kv for kv in re.split(r",(?=\w+=)", kvs) if kv]   # a value may hold commas (copy_lambdas=0.1,0.2)
         if not name or any("=" not in kv for kv in extra):
             raise SystemExit(f"--arm wants NAME:KEY=VALUE,..., got {spec!r}")
         arms.append(Arm(name, args.target, cur_draft, list(args.set) + extra, "current", cur_src, cur_note))

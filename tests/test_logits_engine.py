@@ -1,0 +1,121 @@
+"""Our vLLM logits processor on the real engine (backend/vllm_logits.py): the copy model (`copy_lambdas`) mixes
+the prompt's own tokens into the greedy choice, and token healing (`heal_token`) keeps the model to tokens that
+agree with the text given back. One backend with both: the copy model only on 4-token matches.
+
+Each test shows the engine doing what the model alone (the same weights in PyTorch, the prompt built as the
+backend builds it) does not, so a processor that was not loaded or not applied fails here.
+"""
+from __future__ import annotations
+
+import random
+import string
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ARTIFACTS, REPO, start_backend, stop_backend
+from tests.ws_helpers import complete, open_session
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+MODEL = REPO / "models" / "target"
+CASES = 8
+# prefixes that end inside a pre-tokenizer piece: given back, the model must write them again
+HEALED = ["        super().", "    x = sel", "    return self._na", "import o", "for i in ra", "    def __in",
+          "        if isinst", "print(le", "    raise ValueEr", "    with op", "from collections import Ord",
+          "    result.app", "    if not os.path.ex", "    parser.add_arg", "    logger.deb", "    self.assertEq"]
+
+
+@pytest.fixture(scope="module")
+def logits_backend():
+    b = start_backend(ARTIFACTS / "logs" / "backend-logits.log", "spec_method=off", "copy_lambdas=0,0,0,0.95",
+                      "heal_token=true")
+    yield b
+    stop_backend(b)
+
+
+@pytest.fixture(scope="module")
+def alone():
+    """Greedy continuation by the model alone: (prompt ids → generated ids), and the tokenizer."""
+    import torch
+
+    from benchmarks.copy_mix import first_line
+    from draft_model import evaluate as ev
+    from draft_model import tokenizer as tokmod
+
+    tok, model, names = tokmod.load(MODEL), ev.load(MODEL), ev.template_names(MODEL)
+    special = frozenset(tok.token_to_id(names[k]) for k in ("prefix_token", "suffix_token", "middle_token", "eot_token"))
+    stop = special | {i for i in range(tok.get_vocab_size()) if "\n" in tok.decode([i], skip_special_tokens=False)}
+    torch.set_num_threads(1)
+    return (lambda ids, max_new=24: first_line(model, ids, None, stop, special, 4, max_new)), tok
+
+
+def served_prompts(prefixes: list[str], tok=None) -> list[list[int]]:
+    from backend.fim import build_prompt, heal
+    from backend.fim_templates import FimTemplate
+    from draft_model import tokenizer as tokmod
+
+    tok = tok or tokmod.load(MODEL)
+    template = FimTemplate.load(Path(MODEL), tok)
+    return [build_prompt(tok, template, heal(p, True, tok)[0], "", 960, fim_policy="mid_line") for p in prefixes]
+
+
+def made_up_lines(seed: int) -> tuple[str, str]:
+    """(prefix, the rest of its last line as written earlier in it): eight `a = f(b, N)` lines of unique random
+    names, then one of them again up to its `(`."""
+    rng = random.Random(seed)
+    pool: set[str] = set()
+    while len(pool) < 24:
+        pool.add("".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randrange(4, 9))))
+    names = sorted(pool)
+    rng.shuffle(names)
+    lines = [f"    {names[3 * i]} = {names[3 * i + 1]}({names[3 * i + 2]}, {rng.randrange(100)})" for i in range(8)]
+    k = rng.randrange(len(lines))
+    cut = lines[k].index("(") + 1
+    return "def setup():\n" + "\n".join(lines) + "\n" + lines[k][:cut], lines[k][cut:]
+
+
+def test_the_engine_copies_the_earlier_line(logits_backend, alone):
+    cases = [made_up_lines(seed) for seed in range(CASES)]
+    ws, _ = open_session(logits_backend.ws_url)
+    with ws:
+        got = [complete(ws, f"c{i}", prefix, suffix="", max_tokens=24) for i, (prefix, _) in enumerate(cases)]
+    assert all(r.kind == "done" for r in got), [r.terminal for r in got]
+    assert [r.text.split("\n")[0] for r in got] == [rest for _, rest in cases]
+
+    # the model alone does not write most of these lines: the engine's did copy
+    generate, tok = alone
+    from draft_model.evaluate import unheal
+    prompts = served_prompts([p for p, _ in cases], tok)
+    own = [unheal(p, tok.decode(generate(ids), skip_special_tokens=True)).split("\n")[0]
+           for ids, (p, _) in zip(prompts, cases)]
+    assert sum(a == rest for a, (_, rest) in zip(own, cases)) <= CASES // 2, own
+
+
+def heal_disagreed(http_url: str) -> float:
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("quickcode_heal_disagreed_total"))
+
+
+def test_a_healed_prefix_is_written_again_by_agreeing_tokens(logits_backend, alone):
+    """Every healed request's output writes the given-back text again (none ended empty for disagreeing: the
+    counter stays), and the text after it is what the user sees; the model alone would have disagreed on some
+    of these prompts (its first token neither starting with the given-back text nor a start of it)."""
+    before = heal_disagreed(logits_backend.http_url)
+    ws, _ = open_session(logits_backend.ws_url)
+    with ws:
+        got = [complete(ws, f"h{i}", prefix, suffix="", max_tokens=4) for i, prefix in enumerate(HEALED)]
+    assert all(r.kind == "done" and r.terminal["finish_reason"] in ("stop", "length") for r in got), \
+        [r.terminal for r in got]
+    assert heal_disagreed(logits_backend.http_url) == before
+    assert sum(bool(r.text) for r in got) >= len(HEALED) - 2, [r.text for r in got]
+
+    from backend.fim import heal
+    generate, tok = alone
+    given_back = [heal(p, True, tok)[1] for p in HEALED]
+    assert all(given_back), given_back
+    firsts = [tok.decode(generate(ids, 1), skip_special_tokens=False) for ids in served_prompts(HEALED, tok)]
+    disagree = [(p, f) for p, f, g in zip(HEALED, firsts, given_back) if not (f.startswith(g) or g.startswith(f))]
+    assert disagree, "the model alone agreed everywhere: these prompts do not show the mask"

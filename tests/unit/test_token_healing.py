@@ -1,0 +1,82 @@
+"""Token healing beyond the space (backend/fim.py `heal` with the tokenizer; backend/heal_mask.py, the mask
+the engine applies): what is given back, which tokens may write it again, and the mask itself."""
+from __future__ import annotations
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from backend.assets import models_dir
+from backend.fim import Healed, heal
+from backend.heal_mask import HealState, TokenTexts, mask_logits
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    return Tokenizer.from_file(str(models_dir() / "target" / "tokenizer.json"))
+
+
+@pytest.mark.parametrize("prefix,given_back", [
+    ("        super().", "()."),         # training had `().__` `init`: the prompt must not end in `().`
+    ("    x = sel", " sel"),             # ` se` `l` as typed; ` self` in training
+    ("    def __init__(", "__("),
+    ("    return self._na", "na"),
+    ("x = 1", " 1"),
+    ("return ", " "),                    # the space rule, as before
+    ("foo\n", ""), ("foo\t", ""), ("", ""),           # a line end, whitespace: nothing
+    ("x = é", ""),                       # non-ASCII: a byte-level token may hold part of it
+    ("y = " + "a" * 300, ""),            # a piece longer than HEAL_MAX_CHARS, on any line length
+])
+def test_the_last_piece_is_given_back(tok, prefix, given_back):
+    kept, healed = heal(prefix, True, tok)
+    assert healed == given_back and kept + healed == prefix
+
+
+def test_without_the_tokenizer_only_the_space_is_healed(tok):
+    assert heal("        super().") == ("        super().", "")
+    assert heal("return ") == ("return", " ")
+    assert heal("return ", space=False) == ("return ", "")
+
+
+def texts_of(tok: Tokenizer) -> TokenTexts:
+    return TokenTexts([tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())],
+                      frozenset(tok.get_added_tokens_decoder()))
+
+
+def test_the_tokens_that_write_it_all_start_with_it(tok):
+    texts = texts_of(tok)
+    starting = {texts.texts[i] for i in texts.starting_with(" sel")}
+    assert {" self", " select"} <= starting and all(t.startswith(" sel") for t in starting)
+    assert {texts.texts[i] for i in texts.starting_with("().")} >= {"().__", "()."}
+    special = set(tok.get_added_tokens_decoder())
+    assert not special & set(texts.starting_with("<"))      # FIM tokens never agree with typed text
+
+
+def test_the_state_allows_a_merge_or_the_typed_tokens_and_follows_what_was_written(tok):
+    texts = texts_of(tok)
+    ids = {t: i for i, t in enumerate(texts.texts)}
+    typed = tok.encode(" sel", add_special_tokens=False).ids
+    assert [texts.texts[i] for i in typed] == [" se", "l"]
+    s = HealState(" sel", typed, texts)
+    first = s.allowed([])
+    assert set(first) == set(texts.starting_with(" sel")) | {ids[" se"]}
+    assert ids[" s"] not in first and ids[" "] not in first           # never a run of single characters
+    second = s.allowed([ids[" se"]])                                  # the typed token: the rest of it
+    assert set(second) == set(texts.starting_with("l")) | {ids["l"]}
+    assert s.allowed([ids[" se"], ids["lf"] if "lf" in ids else ids["l"]]) is None   # all of it written
+    assert HealState(" sel", typed, texts).allowed([ids[" self"]]) is None
+
+
+def test_the_mask_keeps_only_the_allowed_tokens_and_their_order():
+    logits = torch.tensor([3.0, 1.0, 2.0, 0.5])
+    out = mask_logits(logits.clone(), (1, 3))
+    assert out[0] == float("-inf") and out[2] == float("-inf") and out[1] == 1.0 and out[3] == 0.5
+    assert int(out.argmax()) == 1
+    assert torch.equal(mask_logits(logits.clone(), ()), logits)    # never a row with nothing to sample
+
+
+def test_the_service_takes_the_healed_text_off_the_stream():
+    h = Healed("().")
+    assert h.feed("().__") == "__" and h.feed("init") == "init"
+    h = Healed(" sel")
+    assert h.feed(" se") == "" and h.feed("lf") == "f"
