@@ -225,10 +225,8 @@ class FakeEngine:
         self._count()
         try:
             await self._admit(req)
-            tokens = iter(self.script(self.tokenizer.decode(prompt_ids)))
+            tokens = _healed_first(iter(self.script(self.tokenizer.decode(prompt_ids))), healed)
             nxt = next(tokens, None)
-            if healed and not (nxt or "").startswith(healed):   # as vLLM's mask would: the healed text first
-                nxt = healed + (nxt or "")
             delay_s = self.ttft_s
             while req.state == "running":
                 await self._wait(req, self.clock.sleep(delay_s))
@@ -309,3 +307,21 @@ def _stop_at(text: str, stop: list[str]) -> int | None:
     """Where the earliest stop string begins in `text` (vLLM leaves the stop string out of the output)."""
     cuts = [i for i in (text.find(s) for s in stop) if i >= 0]
     return min(cuts) if cuts else None
+
+
+def _healed_first(tokens, healed: str):
+    """A script's tokens as vLLM's healing mask lets them out (backend/heal_mask.py): the healed text is
+    written first — by tokens that agree with it as they are, else put in front of the first one that does
+    not."""
+    for tok in tokens:
+        if healed and not tok.startswith(healed):
+            if healed.startswith(tok):
+                healed = healed[len(tok):]
+            else:
+                tok, healed = healed + tok, ""
+        else:
+            healed = ""
+        yield tok
+    if healed:
+        yield healed
+

@@ -66,10 +66,13 @@ def prompt_words(prompt: str) -> list[str]:
 
 def fake_settings(**overrides):
     """The settings of the tests' in-process backends: no speculative decoding, and no drain at the end (a
-    test's stop need not wait for requests it left running)."""
+    test's stop need not wait for requests it left running). No token healing past the space: its mask is
+    the real engine's (tests/test_logits_engine.py), a fake's script only imitates it; the service's side of
+    it is tested on its own (test_backend_service.py). The same for every FakeEngine's settings."""
     from backend.settings import Settings
 
-    return Settings(**{"spec_method": "off", "shutdown_drain_s": 0.0, "replica_id": "fake", **overrides})
+    return Settings(**{"spec_method": "off", "heal_token": False, "shutdown_drain_s": 0.0, "replica_id": "fake",
+                       **overrides})
 
 
 @contextmanager

@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--drain-s", type=float, default=0.5, help="the drain deadline at SIGTERM")
     ap.add_argument("--max-tokens-limit", type=int, default=Settings().max_tokens_limit)
     args = ap.parse_args()
-    settings = Settings(spec_method="off", replica_id="fake-process", port=args.port,
+    settings = Settings(spec_method="off", heal_token=False, replica_id="fake-process", port=args.port,
                         shutdown_drain_s=args.drain_s, max_tokens_limit=args.max_tokens_limit,
                         log_level="warning",
                         heal_space=False)     # the script's first token starts a word: nothing to heal

@@ -27,7 +27,7 @@ FOREVER = lambda prompt: itertools.repeat(" x")   # noqa: E731 — a request tha
 def held(fake_backend, **settings):
     """A backend whose engine runs on a manual clock: nothing generates until the test advances it."""
     clock = ManualClock()
-    s = Settings(spec_method="off", **settings)
+    s = Settings(spec_method="off", heal_token=False, **settings)
     engine = FakeEngine(s, script=FOREVER, clock=clock)
     return fake_backend(engine, **settings), engine, clock
 
@@ -129,7 +129,7 @@ def test_client_disconnect_aborts_the_engine_request(fake_backend):
 def test_a_request_queued_in_the_engine_is_aborted_too(fake_backend):
     """Beyond the engine's slots a request waits inside the engine; cancelling it there ends it as aborted."""
     clock = ManualClock()
-    s = Settings(spec_method="off")
+    s = Settings(spec_method="off", heal_token=False)
     engine = FakeEngine(s, script=FOREVER, clock=clock, max_running=1)
     b = fake_backend(engine, per_user_inflight=4, max_running=4)
     a, _ = open_session(b.ws_url)
@@ -155,7 +155,7 @@ def test_a_request_queued_in_the_engine_is_aborted_too(fake_backend):
 def test_a_burst_beyond_the_budget_is_shed_at_once_and_never_reaches_the_engine(fake_backend):
     """24 editors at once, 2 engine slots, 0.2 s of scripted engine time per request against a 200 ms TTFT
     budget: the first ones are served, the rest get an empty `done(shed)` and never enter the engine."""
-    engine = FakeEngine(Settings(spec_method="off"), script=FOREVER, ttft_s=0.05, per_token_s=0.01)
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False), script=FOREVER, ttft_s=0.05, per_token_s=0.01)
     b = fake_backend(engine, max_running=2, ttft_budget_ms=200)
     sessions = [open_session(b.ws_url) for _ in range(24)]
     for ws, _ in sessions:
@@ -240,7 +240,7 @@ def test_a_wrong_protocol_version_closes_the_session_with_4400(plain):
 # ── what a done frame says
 
 def test_done_carries_the_timing_breakdown(fake_backend):
-    b = fake_backend(FakeEngine(Settings(spec_method="off"), script=FOREVER, ttft_s=0.01, per_token_s=0.002))
+    b = fake_backend(FakeEngine(Settings(spec_method="off", heal_token=False), script=FOREVER, ttft_s=0.01, per_token_s=0.002))
     ws, _ = open_session(b.ws_url)
     with ws:
         t0 = time.perf_counter()
@@ -257,7 +257,7 @@ def test_done_carries_the_timing_breakdown(fake_backend):
 
 def test_a_stop_string_and_max_tokens_reach_the_engine(fake_backend):
     words = lambda prompt: iter(["    a", " =", " 1", "\n", "    b", " =", " 2", "\n"])  # noqa: E731
-    b = fake_backend(FakeEngine(Settings(spec_method="off"), script=words))
+    b = fake_backend(FakeEngine(Settings(spec_method="off", heal_token=False), script=words))
     ws, _ = open_session(b.ws_url)
     with ws:
         r = complete(ws, "s", "def f():\n", max_tokens=32, stop=["\n"], timeout_s=10)
@@ -269,12 +269,28 @@ def test_a_stop_string_and_max_tokens_reach_the_engine(fake_backend):
 
 
 
+def test_a_healed_piece_is_asked_of_the_engine_written_again_and_taken_off_the_stream(fake_backend):
+    """heal_token: the prefix's last piece (` sel`) is given back — the prompt ends before it, the engine is
+    asked to keep to it (`healed`) with as many tokens more as it took typed (` se` `l`: 2) — and what the
+    client gets starts after it."""
+    words = lambda prompt: iter([" self", ".", "name", "\n"])  # noqa: E731
+    engine = FakeEngine(Settings(spec_method="off", heal_token=True), script=words)
+    b = fake_backend(engine, heal_token=True)
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        r = complete(ws, "h", "class A:\n    def f(self):\n        y = sel", max_tokens=8, timeout_s=10)
+    assert r.finish_reason == "stop" and r.text == "f.name\n", (r.finish_reason, r.text)
+    (req,) = engine.by_client_id("h")
+    assert engine.tokenizer.decode(req.prompt_ids).endswith("    y =") and req.max_tokens == 8 + 2
+    assert "".join(req.tokens) == " self.name\n"
+
+
 @pytest.mark.parametrize("max_words, text", [(1, " self.name"), (2, " self.name ="), (0, " self.name = 1\n")])
 def test_max_words_ends_the_request_once_its_words_are_written(fake_backend, max_words, text):
     """The engine stops at the token that completes the words asked for (a character after them written: the
     request's text ends with it); the engine request is aborted there, no token after it."""
     words = lambda prompt: iter([" self", ".", "name", " =", " 1", "\n"])  # noqa: E731
-    engine = FakeEngine(Settings(spec_method="off"), script=words)
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False), script=words)
     b = fake_backend(engine)
     ws, _ = open_session(b.ws_url)
     with ws:
@@ -290,7 +306,7 @@ def test_max_words_ends_the_request_once_its_words_are_written(fake_backend, max
 
 def test_healthz_and_readyz_follow_the_engine_from_start_to_death(fake_backend):
     gate = threading.Event()
-    s = Settings(spec_method="off")
+    s = Settings(spec_method="off", heal_token=False)
     engine = FakeEngine(s, hold_start=gate)
     b = fake_backend(engine, wait_ready=False)
     status, body = http_get(f"{b.http_url}/healthz")
@@ -325,7 +341,7 @@ def test_the_engine_dying_mid_stream_ends_the_request_with_a_typed_error(fake_ba
 
 
 def test_an_engine_that_fails_to_start_turns_healthz_red(fake_backend):
-    b = fake_backend(FakeEngine(Settings(spec_method="off"), start_error="OSError: no model"), wait_ready=False)
+    b = fake_backend(FakeEngine(Settings(spec_method="off", heal_token=False), start_error="OSError: no model"), wait_ready=False)
     until(lambda: http_get(f"{b.http_url}/healthz")[0] == 503, "/healthz to turn red", poll_s=0.002)
     status, body = http_get(f"{b.http_url}/readyz")
     assert status == 503 and json.loads(body)["reason"] == "OSError: no model"

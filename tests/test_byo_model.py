@@ -11,7 +11,8 @@ Models are built into a temporary folder (~40 MB of bf16 weights each, never com
 checked against the same weights in transformers (PyTorch) on the prompt laid out by hand from the family's
 documented template with the reference encoder's ids: the same prompt length (usage.prompt_tokens) and the
 same text. The weights are drawn wide (std 0.5) so that greedy choices are not near-ties that different bf16
-kernels could order differently.
+kernels could order differently. Served without token healing and the copy model: the reference is the model
+alone on the prompt as the family's template lays it out.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ FAMILIES = {
 def _start(name: str, model) -> RunningBackend:
     return start_backend(ARTIFACTS / "logs" / f"backend-byo-{name}.log", f"model={model}", "spec_method=off",
                          "fim_policy=always", "served_model_name=byo-random", "max_model_len=1024",
-                         "heal_space=false", "dtype=float32")
+                         "heal_space=false", "heal_token=false", "copy_lambdas=", "dtype=float32")
 
 
 @pytest.fixture(scope="module")

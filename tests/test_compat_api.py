@@ -224,7 +224,7 @@ def test_a_byo_qwen_folder_gets_its_preset_through_every_endpoint(tmp_path):
     folder.mkdir()
     (folder / "tokenizer.json").write_text(vocab.qwen25_tokenizer_json())
     (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
-    s = Settings(spec_method="off", model=folder, fim_policy="always", heal_space=False, shutdown_drain_s=0.5)
+    s = Settings(spec_method="off", heal_token=False, model=folder, fim_policy="always", heal_space=False, shutdown_drain_s=0.5)
     ref = vocab.qwen_reference()
     want = [151659, *ref.encode(PREFIX, allowed_special=set()), 151661, *ref.encode(SUFFIX, allowed_special=set()),
             151660]

@@ -176,7 +176,7 @@ class Driver:
 
 
 def test_any_input_is_survived_and_completion_goes_on(fake_backend):
-    engine = FakeEngine(Settings(spec_method="off", max_prompt_chars=MAX_PROMPT_CHARS), script=fake_model)
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False, max_prompt_chars=MAX_PROMPT_CHARS), script=fake_model)
     b = fake_backend(engine, max_prompt_chars=MAX_PROMPT_CHARS)
     total = 0
     for encoding in (T.PositionEncodingKind.Utf16, T.PositionEncodingKind.Utf8):

@@ -42,7 +42,7 @@ def continue_target(prompt: str) -> list[str]:
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "tests.lsp_stall_server"]))
 async def client(lsp_client: LanguageClient, fake_backend):
-    engine = FakeEngine(Settings(spec_method="off"), script=continue_target, ttft_s=0.03, per_token_s=0.005)
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False), script=continue_target, ttft_s=0.03, per_token_s=0.005)
     b = fake_backend(engine)
     quiet_status(lsp_client)
     await lsp_client.initialize_session(T.InitializeParams(

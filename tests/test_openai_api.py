@@ -135,7 +135,7 @@ def test_a_burst_is_shed_by_the_shared_scheduler(fake_backend):
     """More concurrent requests than the engine's slots can start within the TTFT budget (24 requests, 2 slots,
     0.2 s of scripted engine time each, a 200 ms budget): some get the immediate empty answer (`shed`), counted
     in the same quickcode_requests_total as WebSocket requests."""
-    engine = FakeEngine(Settings(spec_method="off"), script=prompt_words, ttft_s=0.05, per_token_s=0.01)
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False), script=prompt_words, ttft_s=0.05, per_token_s=0.01)
     b = fake_backend(engine, max_running=2, ttft_budget_ms=200)
 
     async def burst(n: int):
@@ -155,7 +155,7 @@ def test_a_burst_is_shed_by_the_shared_scheduler(fake_backend):
 
 def test_dropping_a_stream_aborts_its_engine_request(fake_backend):
     clock = ManualClock()
-    engine = FakeEngine(Settings(spec_method="off"), script=lambda p: itertools.repeat(" x"), clock=clock)
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False), script=lambda p: itertools.repeat(" x"), clock=clock)
     b = fake_backend(engine)
     before = requests_total(b)
     with httpx.Client(timeout=30) as http:
