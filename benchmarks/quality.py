@@ -66,6 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="one more arm: the current models served with these settings (e.g. copy:copy_lambdas=0.1,0.2,0.3,0.4)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting for every arm's server")
     p.add_argument("--skip-offline", action="store_true", help="no PyTorch figures (idioms plain/FIM, top-1)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="write the report here (default benchmarks/reports/, which the model cards read)")
     p.add_argument("--work", type=Path, default=REPO / "artifacts" / "bench-quality",
                    help="server logs, raw results, and the finished pieces (each arm served, each model "
                    "set's offline figures): the same command run again (e.g. after a time cap) reuses them")
@@ -401,7 +403,8 @@ def build_arms(args, tmp: Path) -> tuple[list[Arm], str]:
 def run(args: argparse.Namespace) -> dict:
     from draft_model.evaluate import idiom_cases
 
-    rep = Report("quality", "Quality: HumanEval single-line infilling, idiom lines, top-1, typing — old vs current models")
+    rep = Report("quality", "Quality: HumanEval single-line infilling, idiom lines, top-1, typing — old vs current models",
+                 out=args.out)
     args.work.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="qc-quality-models-"))
     arms, same_note = build_arms(args, tmp)
