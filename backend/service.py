@@ -220,7 +220,7 @@ class CompletionService:
         finish, stopped = FinishReason.STOP, False
         try:
             healed = req.healed.pending if self.s.heal_token else ""   # the engine keeps to it (heal_mask.py)
-            # writing the healed text again may take as many tokens as it did typed: on top of the request's
+            # writing the healed text again may take as many tokens as it took typed: they come on top
             max_tokens = 1 if msg.prefill_only else msg.max_tokens + (
                 len(self.engine.tokenizer.encode(healed, add_special_tokens=False).ids) if healed else 0)
             async for d in self.engine.generate(req.engine_id, req.prompt_ids, max_tokens,

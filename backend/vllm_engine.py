@@ -20,9 +20,9 @@ from tokenizers import Tokenizer
 
 from backend.copy_model import EXTRA_KEY as COPY_KEY
 from backend.copy_model import parse_lambdas
-from backend.heal_mask import EXTRA_KEY as HEAL_KEY
 from backend.engine import Delta, EngineStats, load_tokenizer
 from backend.fim_templates import FimTemplate
+from backend.heal_mask import EXTRA_KEY as HEAL_KEY
 from backend.model_info import check_head_size, served_max_model_len
 from backend.settings import Settings
 
