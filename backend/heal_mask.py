@@ -33,6 +33,12 @@ class TokenTexts:
         return tuple(ids)
 
 
+def token_texts(tok) -> TokenTexts:
+    """A `tokenizers.Tokenizer`'s vocabulary as TokenTexts (its added tokens are the special ones)."""
+    special = frozenset(tok.get_added_tokens_decoder())
+    return TokenTexts([tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())], special)
+
+
 class HealState:
     """One request: what is left of the healed text after the tokens written so far. A token may write all
     that is left (and more: ` self` for ` sel`), or be the next of the typed text's own tokens (` se`, then

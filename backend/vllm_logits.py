@@ -19,7 +19,7 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 from backend.copy_model import EXTRA_KEY as COPY_KEY
 from backend.copy_model import copy_distribution, mix_logits
 from backend.heal_mask import EXTRA_KEY as HEAL_KEY
-from backend.heal_mask import HealState, TokenTexts, mask_logits
+from backend.heal_mask import HealState, mask_logits, token_texts
 
 
 class _RequestLogits:
@@ -36,12 +36,6 @@ class _RequestLogits:
         if self.heal is not None and (allowed := self.heal.allowed(output_ids)) is not None:
             logits = mask_logits(logits, allowed)
         return logits
-
-
-def token_texts(tok: Tokenizer) -> TokenTexts:
-    special = frozenset(tok.get_added_tokens_decoder())
-    texts = [tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())]
-    return TokenTexts(texts, special)
 
 
 class QuickcodeLogitsProcessor(AdapterLogitsProcessor):

@@ -52,13 +52,20 @@ def alone():
 
 
 def served_prompts(prefixes: list[str], tok=None) -> list[list[int]]:
-    from backend.fim import build_prompt, heal
+    from backend.fim import build_prompt
     from backend.fim_templates import FimTemplate
     from draft_model import tokenizer as tokmod
 
     tok = tok or tokmod.load(MODEL)
     template = FimTemplate.load(Path(MODEL), tok)
-    return [build_prompt(tok, template, heal(p, True, tok)[0], "", 960, fim_policy="mid_line") for p in prefixes]
+    return [build_prompt(tok, template, given_back(p, tok)[0], "", 960, fim_policy="mid_line") for p in prefixes]
+
+
+def given_back(prefix: str, tok) -> tuple[str, str]:
+    """`heal` as the service calls it (with the vocabulary)."""
+    from backend.fim import heal
+    from backend.heal_mask import token_texts
+    return heal(prefix, True, tok, token_texts(tok))
 
 
 def made_up_lines(seed: int) -> tuple[str, str]:
@@ -112,10 +119,9 @@ def test_a_healed_prefix_is_written_again_by_agreeing_tokens(logits_backend, alo
     assert heal_disagreed(logits_backend.http_url) == before
     assert sum(bool(r.text) for r in got) >= len(HEALED) - 2, [r.text for r in got]
 
-    from backend.fim import heal
     generate, tok = alone
-    given_back = [heal(p, True, tok)[1] for p in HEALED]
-    assert all(given_back), given_back
+    gave = [given_back(p, tok)[1] for p in HEALED]
+    assert all(gave), gave
     firsts = [tok.decode(generate(ids, 1), skip_special_tokens=False) for ids in served_prompts(HEALED, tok)]
-    disagree = [(p, f) for p, f, g in zip(HEALED, firsts, given_back) if not (f.startswith(g) or g.startswith(f))]
+    disagree = [(p, f) for p, f, g in zip(HEALED, firsts, gave) if not (f.startswith(g) or g.startswith(f))]
     assert disagree, "the model alone agreed everywhere: these prompts do not show the mask"

@@ -8,7 +8,7 @@ from tokenizers import Tokenizer
 
 from backend.assets import models_dir
 from backend.fim import Healed, heal
-from backend.heal_mask import HealState, TokenTexts, mask_logits
+from backend.heal_mask import HealState, TokenTexts, mask_logits, token_texts
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,21 @@ def test_the_last_piece_is_given_back(tok, prefix, given_back):
     assert healed == given_back and kept + healed == prefix
 
 
+@pytest.mark.parametrize("prefix,given_back", [
+    ("        super().", "()."),         # `().__`: one token writes it and more
+    ("    x = sel", " sel"),             # ` se` `l`, both given back: ` self` starts with ` sel`
+    ("    x = controlCharP", "P"),       # `control` `Char` stay: no token starts with `CharP`
+    ("    return None", ""),             # no token is longer than ` None`: it could only be written again
+    ("return ", " "),                    # the space rule, as before
+])
+def test_with_the_vocabulary_only_what_one_token_can_write_is_given_back(tok, prefix, given_back):
+    texts = texts_of(tok)
+    kept, healed = heal(prefix, True, tok, texts)
+    assert healed == given_back and kept + healed == prefix
+    if healed.strip():
+        assert any(len(texts.texts[i]) > len(healed) for i in texts.starting_with(healed))
+
+
 def test_without_the_tokenizer_only_the_space_is_healed(tok):
     assert heal("        super().") == ("        super().", "")
     assert heal("return ") == ("return", " ")
@@ -39,8 +54,7 @@ def test_without_the_tokenizer_only_the_space_is_healed(tok):
 
 
 def texts_of(tok: Tokenizer) -> TokenTexts:
-    return TokenTexts([tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())],
-                      frozenset(tok.get_added_tokens_decoder()))
+    return token_texts(tok)
 
 
 def test_the_tokens_that_write_it_all_start_with_it(tok):
