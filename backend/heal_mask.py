@@ -33,10 +33,13 @@ class TokenTexts:
         return tuple(ids)
 
 
+@lru_cache(maxsize=4)
 def token_texts(tok) -> TokenTexts:
-    """A `tokenizers.Tokenizer`'s vocabulary as TokenTexts (its added tokens are the special ones)."""
+    """A `tokenizers.Tokenizer`'s vocabulary as TokenTexts (its added tokens are the special ones); one per
+    tokenizer object (the service asks it for every healed request)."""
     special = frozenset(tok.get_added_tokens_decoder())
-    return TokenTexts([tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())], special)
+    texts = [tok.decode([i], skip_special_tokens=False) for i in range(tok.get_vocab_size())]
+    return TokenTexts(texts, special)
 
 
 class HealState:

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 from backend import metrics
 from backend.engine import Engine
 from backend.fim import Healed, build_prompt, heal, render_snippets
-from backend.heal_mask import TokenTexts, token_texts
+from backend.heal_mask import token_texts
 from backend.model_info import context_chars, model_info, prompt_budget_tokens
 from backend.ratelimit import TokenBuckets
 from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
@@ -71,7 +71,6 @@ class CompletionService:
     def __init__(self, settings: Settings, engine: Engine):
         self.s = settings
         self.engine = engine
-        self._vocab_of, self._vocab_texts = None, None
         self.sched = Scheduler(SchedulerConfig(
             mode=settings.scheduler, max_running=settings.max_running,
             per_user_inflight=settings.per_user_inflight,
@@ -144,7 +143,7 @@ class CompletionService:
             # other files: in the family's own file-separator format where it has one, else as comments
             snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
             tok = self.engine.tokenizer if self.s.heal_token else None
-            prefix, healed = heal(msg.prefix, self.s.heal_space, tok, self._vocab(tok) if tok else None)
+            prefix, healed = heal(msg.prefix, self.s.heal_space, tok, token_texts(tok) if tok else None)
             ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
                                self.s.fim_policy, files=files if template.file_id is not None else None,
                                path=msg.path)
@@ -157,12 +156,6 @@ class CompletionService:
         job = Job(key, user, len(ids), max_tokens, prefetch=prefetch)
         self._apply(self.sched.submit(job, now))
         self._wake.set()
-
-    def _vocab(self, tok) -> TokenTexts:
-        """The served tokenizer's token texts (what `heal` gives back is what one token can write)."""
-        if self._vocab_of is not tok:
-            self._vocab_texts, self._vocab_of = token_texts(tok), tok
-        return self._vocab_texts
 
     def cancel(self, session_id: str, rid: str) -> None:
         """A cancel for an id this session does not have (finished, or never sent) is ignored: races are

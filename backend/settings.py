@@ -55,13 +55,14 @@ class Settings(BaseSettings):
     # models)
     fim_policy: Literal["always", "mid_line"] = "mid_line"
     heal_space: bool = True               # a prefix ending in a space: the model writes it (fim.py `heal`)
-    # and a prefix ending in anything else gives back its last piece (`super().` → `super` + `().`): the model
+    # and a prefix ending in anything else gives back what one token can write of its last piece (`super().` →
+    # `super` + `().`, `controlCharP` → `controlChar` + `P`): the model
     # writes it again with tokens that agree with it (a vLLM logits processor keeps it to them; heal_mask.py).
     # bench typing, 12 segments: accepted characters 1.13x [1.09, 1.19] without it (docs/model-team.md)
     heal_token: bool = True
     # a copy model of the request's own tokens mixed into the target's next-token distribution (a vLLM logits
     # processor; backend/copy_model.py): λ for matches of 1, 2, 3, … tokens, comma-separated ("" = off). With
-    # heal_token: accepted characters 1.17x [1.12, 1.23], idiom lines served 53 vs 49 of 148
+    # heal_token: accepted characters 1.18x [1.13, 1.24], idiom lines served 52 vs 49 of 148
     copy_lambdas: str = "0.1,0.2,0.3,0.4"
     copy_max_n: int = Field(default=4, ge=1, le=16)   # the longest n-gram the copy model matches
 
