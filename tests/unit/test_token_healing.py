@@ -8,7 +8,7 @@ from tokenizers import Tokenizer
 
 from backend.assets import models_dir
 from backend.fim import Healed, heal
-from backend.heal_mask import HealState, TokenTexts, mask_logits, token_texts
+from backend.heal_mask import HealState, mask_logits, token_texts
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_the_last_piece_is_given_back(tok, prefix, given_back):
     ("return ", " "),                    # the space rule, as before
 ])
 def test_with_the_vocabulary_only_what_one_token_can_write_is_given_back(tok, prefix, given_back):
-    texts = texts_of(tok)
+    texts = token_texts(tok)
     kept, healed = heal(prefix, True, tok, texts)
     assert healed == given_back and kept + healed == prefix
     if healed.strip():
@@ -53,12 +53,8 @@ def test_without_the_tokenizer_only_the_space_is_healed(tok):
     assert heal("return ", space=False) == ("return ", "")
 
 
-def texts_of(tok: Tokenizer) -> TokenTexts:
-    return token_texts(tok)
-
-
 def test_the_tokens_that_write_it_all_start_with_it(tok):
-    texts = texts_of(tok)
+    texts = token_texts(tok)
     starting = {texts.texts[i] for i in texts.starting_with(" sel")}
     assert {" self", " select"} <= starting and all(t.startswith(" sel") for t in starting)
     assert {texts.texts[i] for i in texts.starting_with("().")} >= {"().__", "()."}
@@ -67,7 +63,7 @@ def test_the_tokens_that_write_it_all_start_with_it(tok):
 
 
 def test_the_state_allows_a_merge_or_the_typed_tokens_and_follows_what_was_written(tok):
-    texts = texts_of(tok)
+    texts = token_texts(tok)
     ids = {t: i for i, t in enumerate(texts.texts)}
     typed = tok.encode(" sel", add_special_tokens=False).ids
     assert [texts.texts[i] for i in typed] == [" se", "l"]
