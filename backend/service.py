@@ -143,7 +143,8 @@ class CompletionService:
             # other files: in the family's own file-separator format where it has one, else as comments
             snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
             tok = self.engine.tokenizer if self.s.heal_token else None
-            prefix, healed = heal(msg.prefix, self.s.heal_space, tok, token_texts(tok) if tok else None)
+            prefix, healed = heal(msg.prefix, self.s.heal_space, tok, token_texts(tok) if tok else None,
+                                  self.s.heal_line_end)
             ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
                                self.s.fim_policy, files=files if template.file_id is not None else None,
                                path=msg.path)

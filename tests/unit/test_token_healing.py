@@ -23,7 +23,8 @@ def tok() -> Tokenizer:
     ("    return self._na", "na"),
     ("x = 1", " 1"),
     ("return ", " "),                    # the space rule, as before
-    ("foo\n", ""), ("foo\t", ""), ("", ""),           # a line end, whitespace: nothing
+    ("foo\t", ""), ("foo  \t", ""), ("", ""),        # whitespace other than a line end: nothing
+    ("foo\n", "\n"), ("foo\n\n", "\n\n"),              # a line end: the model writes it with the indentation
     ("x = é", ""),                       # non-ASCII: a byte-level token may hold part of it
     ("y = " + "a" * 300, ""),            # a piece longer than HEAL_MAX_CHARS, on any line length
 ])
@@ -45,6 +46,21 @@ def test_with_the_vocabulary_only_what_one_token_can_write_is_given_back(tok, pr
     assert healed == given_back and kept + healed == prefix
     if healed.strip():
         assert any(len(texts.texts[i]) > len(healed) for i in texts.starting_with(healed))
+
+
+@pytest.mark.parametrize("prefix", ["def f(xs):\n", "def f(xs):\n    y = 1\n\n", "x = 1\n    \n"])
+def test_a_line_end_is_given_back_so_the_indentation_comes_with_it(tok, prefix):
+    """The pre-tokenizer keeps a new line's indentation with its newline: a prompt ending in a lone newline
+    token shows the model what training had only before column-0 code."""
+    texts = token_texts(tok)
+    kept, healed = heal(prefix, True, tok, texts)
+    assert healed.endswith("\n") and healed.strip() == "" and kept + healed == prefix
+    indented = [texts.texts[i] for i in texts.starting_with(healed) if texts.texts[i].endswith("    ")]
+    assert indented                                          # tokens that write it with an indentation
+    whole = tok.encode(prefix + "        for x in xs:", add_special_tokens=False)
+    assert [t for t in whole.tokens if "\u010a" in t][-1] != "\u010a"   # training's tokens: newline + indent
+    assert heal(prefix, True, tok, texts, line_end=False) == (prefix, "")
+    assert heal(prefix) == (prefix, "")                      # without the tokenizer: only the space rule
 
 
 def test_without_the_tokenizer_only_the_space_is_healed(tok):
