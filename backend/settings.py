@@ -60,8 +60,9 @@ class Settings(BaseSettings):
     # writes it again with tokens that agree with it (a vLLM logits processor keeps it to them; heal_mask.py).
     # bench typing, 12 segments: accepted characters 1.13x [1.09, 1.19] without it (docs/model-team.md)
     heal_token: bool = True
-    # with heal_token, a prefix ending in a line end (the cursor at column 0) gives back that newline: the model
-    # writes it with the indentation it wants (a lone newline token came only before column-0 code in training)
+    # with heal_token, a prefix ending in a line end (the cursor at column 0) gives back that newline: the
+    # model writes it with the indentation it wants (a lone newline token came only before column-0 code in
+    # training; HumanEval single-line exact 0 → 14 of 200)
     heal_line_end: bool = True
     # a copy model of the request's own tokens mixed into the target's next-token distribution (a vLLM logits
     # processor; backend/copy_model.py): λ for matches of 1, 2, 3, … tokens, comma-separated ("" = off). With
