@@ -125,3 +125,37 @@ def test_a_healed_prefix_is_written_again_by_agreeing_tokens(logits_backend, alo
     firsts = [tok.decode(generate(ids, 1), skip_special_tokens=False) for ids in served_prompts(HEALED, tok)]
     disagree = [(p, f) for p, f, g in zip(HEALED, firsts, gave) if not (f.startswith(g) or g.startswith(f))]
     assert disagree, "the model alone agreed everywhere: these prompts do not show the mask"
+
+
+# prefixes that end in a line end after a block opener: the new line belongs inside the block
+BLOCK_OPENED = ["import os\n\n\ndef area(width, height):\n", "class Point:\n",
+                "class Point:\n    def __init__(self, x, y):\n", "def load(names):\n    for name in names:\n",
+                "def main():\n    args = parse_args()\n    if args.verbose:\n",
+                "def read(path):\n    with open(path) as f:\n", "def parse(text):\n    try:\n",
+                "def f(xs):\n    total = 0\n    for x in xs:\n"]
+
+
+def _indented_deeper(prefix: str, completion: str) -> bool:
+    opener = prefix.rstrip("\n").rsplit("\n", 1)[-1]
+    line = completion.split("\n")[0]
+    return bool(line.strip()) and len(line) - len(line.lstrip()) > len(opener) - len(opener.lstrip())
+
+
+def test_a_line_end_is_given_back_so_the_new_line_comes_indented(logits_backend, alone):
+    """At column 0 after a block opener the served completion is the block's first line, indented: the newline
+    is given back (`heal_line_end`) and the model writes it with its indentation. The model alone, shown the lone
+    newline token that training had only before column-0 code, writes column-0 text or stays at the opener's
+    depth on several of the same prompts."""
+    ws, _ = open_session(logits_backend.ws_url)
+    with ws:
+        got = [complete(ws, f"n{i}", p, suffix="", max_tokens=12) for i, p in enumerate(BLOCK_OPENED)]
+    assert all(r.kind == "done" for r in got), [r.terminal for r in got]
+    assert all(_indented_deeper(p, r.text) for p, r in zip(BLOCK_OPENED, got)), [r.text for r in got]
+
+    generate, tok = alone
+    from backend.fim import build_prompt
+    from backend.fim_templates import FimTemplate
+    template = FimTemplate.load(Path(MODEL), tok)
+    unhealed = [build_prompt(tok, template, p, "", 960, fim_policy="mid_line") for p in BLOCK_OPENED]
+    own = [tok.decode(generate(ids, 12), skip_special_tokens=True) for ids in unhealed]
+    assert sum(not _indented_deeper(p, o) for p, o in zip(BLOCK_OPENED, own)) >= 3, own
