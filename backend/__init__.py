@@ -8,6 +8,7 @@ Read in the order of a request:
   session.py     one WebSocket: hello/welcome, frames in → the service, frames out in order
   service.py     validate → tokenize → schedule → stream from the engine → end exactly once
   fim.py         prefix/suffix/snippets → prompt token ids within the budget (token healing)
+  eol.py         line endings: the model is shown LF only
   fim_templates.py   each model family's FIM template, by its special tokens
   segments.py        fast exact tokenization by line segments, cut at line boundaries
   scheduler.py   pure admission logic: newest first per user, supersede, prefetch on spare capacity, shedding

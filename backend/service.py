@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 
 from backend import metrics
 from backend.engine import Engine
+from backend.eol import to_lf
 from backend.fim import Healed, build_prompt, heal, render_snippets
 from backend.heal_mask import token_texts
 from backend.model_info import context_chars, model_info, prompt_budget_tokens
@@ -139,13 +140,13 @@ class CompletionService:
                     f"a pre-templated prompt of {len(prompt_ids)} tokens exceeds {budget}", msg.id)
             ids = list(prompt_ids)
         else:
-            files = [(s.path, s.text) for s in msg.snippets]
+            files = [(s.path, to_lf(s.text)) for s in msg.snippets]    # the model is shown LF only (eol.py)
             # other files: in the family's own file-separator format where it has one, else as comments
             snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
             tok = self.engine.tokenizer if self.s.heal_token else None
-            prefix, healed = heal(msg.prefix, self.s.heal_space, tok, token_texts(tok) if tok else None,
-                                  self.s.heal_line_end)
-            ids = build_prompt(self.engine.tokenizer, template, prefix, msg.suffix, budget, snippets,
+            prefix, healed = heal(to_lf(msg.prefix), self.s.heal_space, tok,
+                                  token_texts(tok) if tok else None, self.s.heal_line_end)
+            ids = build_prompt(self.engine.tokenizer, template, prefix, to_lf(msg.suffix), budget, snippets,
                                self.s.fim_policy, files=files if template.file_id is not None else None,
                                path=msg.path)
         now = time.perf_counter()

@@ -285,6 +285,23 @@ def test_a_healed_piece_is_asked_of_the_engine_written_again_and_taken_off_the_s
     assert "".join(req.tokens) == " self.name\n"
 
 
+def test_a_crlf_document_is_prompted_in_lf(fake_backend):
+    """The model never saw a `\\r` in training (draft_model/corpus.py normalises): the prompt of a CRLF
+    document has LF line breaks only, snippets included; the completion stays LF (editors insert it in the
+    document's line ending)."""
+    words = lambda prompt: iter(["    a", " =", " 1", "\n", "    b", " =", " 2", "\n"])  # noqa: E731
+    engine = FakeEngine(Settings(spec_method="off", heal_token=False, fim_policy="always"), script=words)
+    b = fake_backend(engine, fim_policy="always")
+    ws, _ = open_session(b.ws_url)
+    with ws:
+        r = complete(ws, "c", "import os\r\n\r\ndef f():\r\n", suffix="\r\nprint(f())\r\n", max_tokens=32,
+                     snippets=[{"path": "b.py", "text": "X = 1\r\nY = 2\r\n"}], timeout_s=10)
+        assert r.finish_reason == "stop" and r.text == "    a = 1\n    b = 2\n", r.text
+    (req,) = engine.by_client_id("c")
+    prompt = engine.tokenizer.decode(req.prompt_ids)
+    assert "\r" not in prompt and "def f():\n" in prompt and "print(f())" in prompt and "Y = 2" in prompt, prompt
+
+
 @pytest.mark.parametrize("max_words, text", [(1, " self.name"), (2, " self.name ="), (0, " self.name = 1\n")])
 def test_max_words_ends_the_request_once_its_words_are_written(fake_backend, max_words, text):
     """The engine stops at the token that completes the words asked for (a character after them written: the
