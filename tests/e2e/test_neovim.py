@@ -167,6 +167,43 @@ def test_neovim_inline_ghost_text_accept_and_write(backend, tmp_path):
         nvim.close()
 
 
+def test_neovim_crlf_file_completes_and_keeps_its_line_endings(backend, tmp_path):
+    """A DOS file (fileformat=dos: Neovim sends its text with CRLF): the server prompts the model in LF
+    (backend/eol.py), the suggestion is accepted into the buffer, and the file is written back CRLF, with no
+    stray carriage return from the completion."""
+    lsp_log = tmp_path / "lsp.log"
+    (tmp_path / ".git").mkdir()
+    path = tmp_path / "dos.py"
+    path.write_bytes(b"import os\r\n")
+    nvim = start_nvim(tmp_path, backend, lsp_log, "auto")
+    try:
+        open_and_connect(nvim, path)
+        assert nvim.exec_lua("return vim.bo.fileformat") == "dos"
+        ghost = None
+        for before, typed in CONTEXTS:
+            set_context(nvim, before)
+            nvim.input(typed)
+            ghost = wait_until(lambda: ghost_text(nvim), GHOST_TIMEOUT_S)
+            if ghost and ghost.strip():
+                break
+        assert ghost and ghost.strip(), "no ghost text in any context\n" + failure_context(lsp_log, backend)
+        assert "\r" not in ghost, ghost
+        before_accept = buffer_text(nvim)
+        expected = insert_at(before_accept, cursor_offset(nvim), ghost)
+        nvim.input("<Tab>")
+        assert wait_until(lambda: buffer_text(nvim) != before_accept, 5.0), failure_context(lsp_log, backend)
+        after = buffer_text(nvim)
+        assert after.startswith(expected) and "\n" not in after[len(expected):], (after, expected)
+        nvim.input("<Esc>")
+        nvim.command("write")
+        saved = path.read_bytes()
+        assert saved == (after + "\n").replace("\n", "\r\n").encode(), saved
+        assert b"\r\r" not in saved and saved.count(b"\n") == saved.count(b"\r\n")
+    finally:
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
+        nvim.close()
+
+
 def test_neovim_toggle_disables_and_enables(backend, tmp_path):
     lsp_log = tmp_path / "lsp.log"
     path = tmp_path / "toggle.py"
