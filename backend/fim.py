@@ -83,9 +83,10 @@ def heal(prefix: str, space: bool = True, tok: Tokenizer | None = None,
 
 def _heal_line_end(prefix: str, tok: Tokenizer, texts: TokenTexts | None) -> tuple[str, str]:
     """`heal` of a prefix ending in a newline: its trailing whitespace (one pre-tokenizer piece: blank lines,
-    a blank line's spaces, the newline), at most HEAL_MAX_CHARS of it, as much as one token can write."""
+    a blank line's spaces, the newline; ASCII only, as `heal`), at most HEAL_MAX_CHARS of it, as much as one
+    token can write."""
     tail = prefix[-HEAL_MAX_CHARS:]
-    run = tail[len(tail.rstrip()):]
+    run = tail[len(tail.rstrip(" \t\n")):]
     if texts is not None:
         run = _one_token_tail(run, tok, texts)
     return (prefix[:-len(run)], run) if run else (prefix, "")

@@ -25,6 +25,7 @@ def tok() -> Tokenizer:
     ("return ", " "),                    # the space rule, as before
     ("foo\t", ""), ("foo  \t", ""), ("", ""),        # whitespace other than a line end: nothing
     ("foo\n", "\n"), ("foo\n\n", "\n\n"),              # a line end: the model writes it with the indentation
+    ("foo\u3000\n", "\n"),                          # ASCII whitespace only (a byte-level token may split the rest)
     ("x = é", ""),                       # non-ASCII: a byte-level token may hold part of it
     ("y = " + "a" * 300, ""),            # a piece longer than HEAL_MAX_CHARS, on any line length
 ])
