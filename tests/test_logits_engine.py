@@ -51,14 +51,15 @@ def alone():
     return (lambda ids, max_new=24: first_line(model, ids, None, stop, special, 4, max_new)), tok
 
 
-def served_prompts(prefixes: list[str], tok=None) -> list[list[int]]:
+def served_prompts(prefixes: list[str], tok=None, healed: bool = True) -> list[list[int]]:
     from backend.fim import build_prompt
     from backend.fim_templates import FimTemplate
     from draft_model import tokenizer as tokmod
 
     tok = tok or tokmod.load(MODEL)
     template = FimTemplate.load(Path(MODEL), tok)
-    return [build_prompt(tok, template, given_back(p, tok)[0], "", 960, fim_policy="mid_line") for p in prefixes]
+    return [build_prompt(tok, template, given_back(p, tok)[0] if healed else p, "", 960, fim_policy="mid_line")
+            for p in prefixes]
 
 
 def given_back(prefix: str, tok) -> tuple[str, str]:
@@ -153,9 +154,6 @@ def test_a_line_end_is_given_back_so_the_new_line_comes_indented(logits_backend,
     assert all(_indented_deeper(p, r.text) for p, r in zip(BLOCK_OPENED, got)), [r.text for r in got]
 
     generate, tok = alone
-    from backend.fim import build_prompt
-    from backend.fim_templates import FimTemplate
-    template = FimTemplate.load(Path(MODEL), tok)
-    unhealed = [build_prompt(tok, template, p, "", 960, fim_policy="mid_line") for p in BLOCK_OPENED]
-    own = [tok.decode(generate(ids, 12), skip_special_tokens=True) for ids in unhealed]
+    own = [tok.decode(generate(ids, 12), skip_special_tokens=True)
+           for ids in served_prompts(BLOCK_OPENED, tok, healed=False)]
     assert sum(not _indented_deeper(p, o) for p, o in zip(BLOCK_OPENED, own)) >= 3, own

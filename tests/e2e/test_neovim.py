@@ -105,6 +105,19 @@ def apply_text_edit(text: str, rng: dict, new_text: str, snippet: bool) -> str:
     return text[:start] + new_text + text[end:]
 
 
+def first_ghost(nvim) -> tuple[str | None, float]:
+    """Type each of CONTEXTS until one shows ghost text: (the ghost text or None, ms from typing to it)."""
+    ghost, t_type = None, time.perf_counter()
+    for before, typed in CONTEXTS:
+        set_context(nvim, before)
+        t_type = time.perf_counter()
+        nvim.input(typed)                      # real typeahead: CursorMovedI → request after 200 ms
+        ghost = wait_until(lambda: ghost_text(nvim), GHOST_TIMEOUT_S)
+        if ghost and ghost.strip():
+            break
+    return ghost, round((time.perf_counter() - t_type) * 1000, 1)
+
+
 def test_neovim_inline_ghost_text_accept_and_write(backend, tmp_path):
     t = Timer()
     lsp_log = tmp_path / "lsp.log"
@@ -121,15 +134,9 @@ def test_neovim_inline_ghost_text_accept_and_write(backend, tmp_path):
         caps = nvim.exec_lua("return require('quickcode').client(0).server_capabilities.inlineCompletionProvider ~= nil")
         assert caps, "the server did not advertise inlineCompletionProvider"
 
-        ghost = None
-        for before, typed in CONTEXTS:
-            set_context(nvim, before)
-            t_type = time.perf_counter()
-            nvim.input(typed)                      # real typeahead: CursorMovedI → request after 200 ms
-            ghost = wait_until(lambda: ghost_text(nvim), GHOST_TIMEOUT_S)
-            if ghost and ghost.strip():
-                t.laps["ghost_after_typing_ms"] = round((time.perf_counter() - t_type) * 1000, 1)
-                break
+        ghost, after_typing_ms = first_ghost(nvim)
+        if ghost and ghost.strip():
+            t.laps["ghost_after_typing_ms"] = after_typing_ms
         t.lap("ghost_text_shown")
         assert ghost and ghost.strip(), "no ghost text in any context\n" + failure_context(lsp_log, backend)
 
@@ -179,13 +186,7 @@ def test_neovim_crlf_file_completes_and_keeps_its_line_endings(backend, tmp_path
     try:
         open_and_connect(nvim, path)
         assert nvim.exec_lua("return vim.bo.fileformat") == "dos"
-        ghost = None
-        for before, typed in CONTEXTS:
-            set_context(nvim, before)
-            nvim.input(typed)
-            ghost = wait_until(lambda: ghost_text(nvim), GHOST_TIMEOUT_S)
-            if ghost and ghost.strip():
-                break
+        ghost, _ = first_ghost(nvim)
         assert ghost and ghost.strip(), "no ghost text in any context\n" + failure_context(lsp_log, backend)
         assert "\r" not in ghost, ghost
         before_accept = buffer_text(nvim)
