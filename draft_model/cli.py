@@ -68,6 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         t.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                        help="torch.compile the model (the profile's default otherwise)")
         t.add_argument("--seed", type=int, default=0)
+        t.add_argument("--cooldown-from", type=Path, default=None, metavar="RUN",
+                       help="a cooldown branch of RUN (a --run folder, still going or not): start from its latest "
+                            "checkpoint and take the learning rate linearly down to the run's minimum over --steps "
+                            "steps, in --run (the run itself is not touched); to export a usable model mid-run")
         if name == "distill":
             t.add_argument("--teacher", type=Path, required=True, help="the target's HF folder")
             t.add_argument("--kd-alpha", type=float, default=None)
@@ -185,6 +189,8 @@ def _train(args: argparse.Namespace) -> int:
 
     if args.steps is None and args.minutes is None:
         raise SystemExit("give --steps or --minutes")
+    if args.cooldown_from is not None and (args.steps is None or args.init is not None):
+        raise SystemExit("--cooldown-from takes --steps (the cooldown's length) and no --init")
     auto = {}
     if args.profile == "cpu" and args.impl is None and getattr(args, "teacher", None) is None:
         from draft_model.configs import cpu_step
@@ -201,6 +207,6 @@ def _train(args: argparse.Namespace) -> int:
                 eval_every=args.ckpt_every, ckpt_every=args.ckpt_every, warmup_steps=args.warmup_steps)
     result = train_model(args.data, args.size, p, args.run, args.export, steps=args.steps, minutes=args.minutes,
                          teacher_dir=getattr(args, "teacher", None), init_dir=args.init, seed=args.seed,
-                         argv=sys.argv[1:])
+                         argv=sys.argv[1:], cooldown_from=args.cooldown_from)
     print(json.dumps(result))
     return 0

@@ -94,7 +94,8 @@ def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Pa
 
 def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, export_dir: Path, *,
                 steps: int | None, minutes: float | None, teacher_dir: Path | None = None,
-                init_dir: Path | None = None, seed: int = 0, argv: list[str] | None = None) -> dict:
+                init_dir: Path | None = None, seed: int = 0, argv: list[str] | None = None,
+                cooldown_from: Path | None = None) -> dict:
     import torch
 
     from draft_model.train import build_model, device, export, load_model, train
@@ -108,7 +109,7 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
     n_params = sum(q.numel() for q in model.parameters())
     label = f"{'distil' if teacher is not None else 'train'} {size_name} ({n_params / 1e6:.2f}M)"
     result = train(model, p, data_dir, run_dir, steps=steps, minutes=minutes, teacher=teacher, seed=seed,
-                   label=label)
+                   label=label, cooldown_from=cooldown_from)
     result["params"] = n_params
     kind = "draft-distilled" if teacher is not None else ("draft" if "draft" in size_name else "target")
     prov = provenance(kind, size_name, p, result, data_dir, argv or [])
@@ -116,5 +117,7 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
         prov["teacher"] = str(teacher_dir)
     if init_dir is not None:
         prov["init"] = str(init_dir)
+    if cooldown_from is not None:
+        prov["cooldown_from"] = str(cooldown_from)
     export(model, tok_dir, export_dir, prov)
     return result

@@ -1,7 +1,11 @@
 """The training loop for targets and drafts (and, with a teacher, distillation): resumable, with progress.
 
 State lives in `<out>/ckpt.pt` (model, optimizer, step, the fixed step budget, RNG); rerunning the same
-command resumes where it stopped. `export` writes an HF folder (bf16 safetensors + tokenizer + FIM template)
+command resumes where it stopped. A long run's learning rate stays high until its last steps (cosine over the
+whole budget), so a model exported mid-run is worse than one at the same step would be with the decay done; a
+cooldown branch (`cooldown_from`) starts from such a run's latest checkpoint — weights, optimizer, position in
+the data — and takes its learning rate linearly down to the run's minimum in a few hundred steps, in its own
+folder, while the run itself goes on (warmup-stable-decay, as MiniCPM and DeepSeek's runs export mid-training). `export` writes an HF folder (bf16 safetensors + tokenizer + FIM template)
 that vLLM loads.
 """
 from __future__ import annotations
@@ -63,7 +67,13 @@ class Windows:
         return [self.batch(batch_size, rng) for _ in range(max(1, n // batch_size))]
 
 
-def lr_at(step: int, total: int, p: TrainProfile) -> float:
+def lr_at(step: int, total: int, p: TrainProfile, cooldown: dict | None = None) -> float:
+    """The learning rate of `step` of `total`: linear warm-up then cosine to `min_lr_ratio` × lr; in a cooldown
+    branch (`cooldown_state`), linear from the run's rate where the branch left it to the run's minimum."""
+    if cooldown is not None:
+        s0, lr0, lr_end = cooldown["from_step"], cooldown["lr0"], cooldown["lr_end"]
+        frac = min(1.0, (step + 1 - s0) / max(1, total - s0))
+        return lr0 + (lr_end - lr0) * frac
     if step < p.warmup_steps:
         return p.lr * (step + 1) / p.warmup_steps
     frac = min(1.0, (step - p.warmup_steps) / max(1, total - p.warmup_steps))
@@ -155,9 +165,27 @@ class Trainer:
         return loss.item()
 
 
+def cooldown_state(state: dict, source: Path, steps: int) -> dict:
+    """A run's checkpoint as the start of a cooldown branch of `steps` steps: the same weights, optimizer and
+    data position; the schedule (recorded in the branch's checkpoint, so that it resumes the same) decays from
+    the rate the run was at to the run's own minimum."""
+    if steps < 1:
+        raise ValueError("a cooldown needs --steps ≥ 1")
+    if state.get("cooldown") is not None:
+        raise ValueError(f"{source} is itself a cooldown branch: branch from the run it came from")
+    src = TrainProfile(**state["profile"])
+    s0 = state["step"]
+    return {**state, "total": s0 + steps, "cooldown": {"from": str(source), "from_step": s0,
+                                                      "lr0": lr_at(s0, state["total"], src),
+                                                      "lr_end": src.lr * src.min_lr_ratio}}
+
+
 def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int | None = None,
-          minutes: float | None = None, teacher=None, seed: int = 0, label: str = "train") -> dict:
-    """Train until the step budget is spent; resumes from `<out>/ckpt.pt`. Returns the final eval."""
+          minutes: float | None = None, teacher=None, seed: int = 0, label: str = "train",
+          cooldown_from: Path | None = None) -> dict:
+    """Train until the step budget is spent; resumes from `<out>/ckpt.pt`. Returns the final eval.
+    `cooldown_from`: a run folder; with no checkpoint of its own yet, start as a cooldown branch of that run's
+    latest checkpoint, `steps` steps long (`cooldown_state`)."""
     if p.threads:
         torch.set_num_threads(p.threads)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -175,6 +203,14 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
     state = None
     if ckpt_path.exists():
         state = torch.load(ckpt_path, weights_only=False, map_location=dev)
+    elif cooldown_from is not None:
+        if steps is None:
+            raise ValueError("a cooldown needs --steps")
+        state = cooldown_state(torch.load(Path(cooldown_from) / "ckpt.pt", weights_only=False, map_location=dev),
+                               Path(cooldown_from), steps)
+        print(f"[{label}] cooldown of {cooldown_from} from step {state['step']}: lr "
+              f"{state['cooldown']['lr0']:.2e} → {state['cooldown']['lr_end']:.2e} over {steps} steps")
+    if state is not None:
         model.load_state_dict(state["model"])
     trainer = Trainer(model, p, teacher)
     opt = trainer.opt
@@ -183,9 +219,11 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
         step, total, history, elapsed_s = state["step"], state["total"], state["history"], state["elapsed_s"]
         train_w.rng.bit_generator.state = state["rng"]
         print(f"[{label}] resuming at step {step}/{total}")
+    cooldown = state.get("cooldown") if state is not None else None
 
     def one_step(i: int) -> float:
-        return trainer.step(train_w.batch(p.batch_size).to(dev, non_blocking=True), lr_at(i, total or 10**9, p))
+        return trainer.step(train_w.batch(p.batch_size).to(dev, non_blocking=True),
+                            lr_at(i, total or 10**9, p, cooldown))
 
     if total is None:  # a time budget: measure the step rate, then fix the step count (kept on resume)
         assert minutes, "give steps or minutes"
@@ -204,7 +242,7 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
         tmp = ckpt_path.with_suffix(".tmp")
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "total": total,
                     "history": history, "elapsed_s": elapsed_s, "rng": train_w.rng.bit_generator.state,
-                    "profile": asdict(p), "hf_config": model.config.to_dict()}, tmp)
+                    "profile": asdict(p), "hf_config": model.config.to_dict(), "cooldown": cooldown}, tmp)
         os.replace(tmp, ckpt_path)
 
     bar = tqdm(total=total, initial=step, desc=label, unit="step", dynamic_ncols=True)

@@ -183,6 +183,35 @@ def test_training_lowers_the_loss_and_exports_a_loadable_folder(tiny):
 
 
 @pytest.mark.pipeline
+def test_a_cooldown_branch_decays_from_a_running_runs_checkpoint_and_leaves_the_run_alone(tiny):
+    import torch
+
+    from draft_model.configs import profile
+    from draft_model.pipeline import train_model
+
+    # a run still going: the tiny target's checkpoint at step 80 of 400 planned (its rate still high)
+    run = tiny["root"] / "long-run"
+    run.mkdir()
+    state = torch.load(tiny["root"] / "target" / "ckpt.pt", weights_only=False)
+    torch.save({**state, "total": 400}, run / "ckpt.pt")
+    before = (run / "ckpt.pt").read_bytes()
+    p = profile("test", threads=1)
+    out = tiny["root"] / "long-run-cool"
+    result = train_model(tiny["data"], "test-target", p, out, out / "export", steps=10, minutes=None,
+                         cooldown_from=run)
+    branch = torch.load(out / "ckpt.pt", weights_only=False)
+    assert branch["step"] == branch["total"] == 90 and branch["cooldown"]["from_step"] == 80
+    assert branch["cooldown"]["lr0"] > 2 * branch["cooldown"]["lr_end"]
+    assert [g["lr"] for g in branch["opt"]["param_groups"]] == [pytest.approx(branch["cooldown"]["lr_end"])] * 2
+    assert (run / "ckpt.pt").read_bytes() == before
+    prov = json.loads((out / "export" / "quickcode_train.json").read_text())
+    assert prov["cooldown_from"] == str(run) and result["steps"] == 90
+    # resumed: the branch is finished, nothing more is trained
+    again = train_model(tiny["data"], "test-target", p, out, out / "export", steps=10, minutes=None, cooldown_from=run)
+    assert again["loss"] == pytest.approx(result["loss"])
+
+
+@pytest.mark.pipeline
 def test_distillation_brings_the_draft_closer_to_the_target(tiny):
     import torch
     import torch.nn.functional as F
