@@ -41,13 +41,16 @@ class _Attention(nn.Module):
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa: bool = False
                      ) -> torch.Tensor:
-    """Causal SDPA; from 256 tokens in two query halves, the first half against the first half of the keys
-    only. The CPU flash kernel takes the keys in blocks of up to 512, so one causal call at 512 tokens
-    computes (and masks) the whole T × T; the halves skip the upper-right quarter: 51 → 39 ms per layer
-    forward + backward at 8 × 512 in bf16 on 2 threads, and the compiled bf16 training step 731 → 650 ms
-    (two runs each, separate processes, 2026-11-27)."""
+    """Causal SDPA; from 256 to 512 tokens in two query halves, the first half against the first half of the
+    keys only. The CPU flash kernel takes the keys in blocks of up to 512 and skips a block only when it is
+    wholly above the diagonal, so one causal call at ≤ 512 tokens computes (and masks) the whole T × T; the
+    halves skip the upper-right quarter: 51 → 39 ms per layer forward + backward at 8 × 512 in bf16 on 2
+    threads, and the compiled bf16 training step 731 → 650 ms (two runs each, separate processes,
+    2026-11-27). Past 512 tokens the kernel's own skipping does it better than the halves' masked second call
+    (per layer, 4 heads of 64, bf16, 2 threads, 2026-11-28: 4 × 1,024 one call 68 ms vs halves 78; 4 × 768 39
+    vs 47; 2 × 2,048 100 vs 116; 8 × 512 52 vs 45 — the halves still win there)."""
     t = q.shape[-2]
-    if t < 256 or t % 2:
+    if t < 256 or t > 512 or t % 2:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
     h = t // 2
     first = F.scaled_dot_product_attention(q[..., :h, :], k[..., :h, :], v[..., :h, :], is_causal=True,

@@ -42,7 +42,7 @@ def test_chunked_cross_entropy_is_the_mean_cross_entropy():
     torch.testing.assert_close(chunked_cross_entropy(h, w, y, 16), F.cross_entropy(h @ w.t(), y))
 
 
-@pytest.mark.parametrize("t", [32, 255, 256, 512])
+@pytest.mark.parametrize("t", [32, 255, 256, 512, 1024])
 def test_causal_attention_in_halves_is_causal_attention(t):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, t, 8, requires_grad=True) for _ in range(3))
