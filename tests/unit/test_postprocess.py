@@ -107,3 +107,36 @@ def test_early_text_only_grows_as_the_stream_goes_on(fixture, raw):
     shown = [early(fixture, raw[:n]) for n in range(len(raw) + 1)]
     for a, b in zip(shown, shown[1:]):
         assert b.startswith(a), (a, b)
+
+
+def showable(fixture: str, raw: str, unit: str) -> tuple[str, bool]:
+    _, _, ctx = at(fixture)
+    return pp.showable(raw, pp.shape(ctx), True, True, unit)
+
+
+@pytest.mark.parametrize("unit", ["block", "word"])
+def test_text_that_makes_the_line_a_copy_of_its_neighbour_is_not_shown(unit):
+    # the next line written again (HumanEval: 28 of 200 first lines), the line above written again
+    assert showable("a = 1\nb = ║\nb = 2\n", "2\n", unit) == ("", True)
+    assert showable("b = 1\nb = ║\nc = 2\n", "1\n", unit) == ("", True)
+    # what differs from both is shown
+    assert showable("a = 1\nb = ║\nb = 2\n", "3\n", unit) == ("3", True)
+    # indentation counts: closers stacked at different depths are not copies
+    assert showable("x = {\n    'a': {\n        1: 2,\n    }\n║", "}\n", unit) == ("}", True)
+
+
+def test_a_whole_line_copied_is_not_shown_but_a_word_of_it_is():
+    # by the line: the next line or the one above written again
+    assert showable("def f(a):\n    x = a\n    ║\n    return x\n", "return x\n", "block") == ("", True)
+    assert showable("    self.a = a\n    ║", "self.a = a\n", "block") == ("", True)
+    assert showable("def f(a):\n    x = a\n    ║\n    return x\n", "y = x\n", "block") == ("y = x", True)
+    # by the word the model's line is a copy, but the word shown does not make one: it may be right
+    # (consecutive `self.a = a`, `self.b = b`)
+    assert showable("    self.a = a\n    ║", "self.a = a\n", "word")[0] == "self."
+    assert showable("def f(a):\n    x = a\n    ║\n    return x\n", "return x\n", "word")[0] == "return"
+
+
+def test_the_neighbours_are_looked_for_within_a_bound_on_any_line_length():
+    _, _, ctx = at("x = 1\n" + "y" * 100_000 + "\n\n" + "║\n" + "z" * 100_000 + "\n")
+    sh = pp.shape(ctx)
+    assert len(sh.line_above) <= pp._NEIGHBOUR_CHARS and len(sh.line_below) <= pp._NEIGHBOUR_CHARS
