@@ -70,10 +70,12 @@ def shape(ctx: Context, max_lines: int = 8) -> Shape:
 
 def copies_a_neighbour(text: str, sh: Shape) -> bool:
     """`text` shown at the cursor would make the cursor's line the line above or the line below it, character
-    for character (indentation included: closing brackets stacked at different depths are not copies)."""
+    for character (indentation included: closing brackets stacked at different depths are not copies), and
+    that line has a letter or digit (a bare `#` of a comment block, a `)` or `---` repeat for good reason: the
+    one copy the typing benchmark's recorded sessions accepted was a `#` line)."""
     first, nl, _ = text.partition("\n")
     line = (sh.line_prefix + first + ("" if nl else sh.line_suffix)).rstrip()
-    return bool(line.strip()) and line in (sh.line_above, sh.line_below)
+    return line in (sh.line_above, sh.line_below) and any(c.isalnum() for c in line)
 
 
 def _balance(line_prefix: str, text: str, line_suffix: str) -> str:

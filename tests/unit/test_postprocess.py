@@ -123,6 +123,8 @@ def test_text_that_makes_the_line_a_copy_of_its_neighbour_is_not_shown(unit):
     assert showable("a = 1\nb = ║\nb = 2\n", "3\n", unit) == ("3", True)
     # indentation counts: closers stacked at different depths are not copies
     assert showable("x = {\n    'a': {\n        1: 2,\n    }\n║", "}\n", unit) == ("}", True)
+    # a line with no letter or digit repeats for good reason (a comment block's bare `#`)
+    assert showable("# Usage:\n#\n║", "#\n", unit) == ("#", True)
 
 
 def test_a_whole_line_copied_is_not_shown_but_a_word_of_it_is():
