@@ -116,7 +116,7 @@ def showable(fixture: str, raw: str, unit: str) -> tuple[str, bool]:
 
 @pytest.mark.parametrize("unit", ["block", "word"])
 def test_text_that_makes_the_line_a_copy_of_its_neighbour_is_not_shown(unit):
-    # the next line written again (HumanEval: 28 of 200 first lines), the line above written again
+    # the next line written again, the line above written again (HumanEval: 2 and 11 of 200 first lines)
     assert showable("a = 1\nb = ║\nb = 2\n", "2\n", unit) == ("", True)
     assert showable("b = 1\nb = ║\nc = 2\n", "1\n", unit) == ("", True)
     # what differs from both is shown
