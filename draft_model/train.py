@@ -5,8 +5,8 @@ command resumes where it stopped. A long run's learning rate stays high until it
 whole budget), so a model exported mid-run is worse than one at the same step would be with the decay done; a
 cooldown branch (`cooldown_from`) starts from such a run's latest checkpoint — weights, optimizer, position in
 the data — and takes its learning rate linearly down to the run's minimum in a few hundred steps, in its own
-folder, while the run itself goes on (warmup-stable-decay, as MiniCPM and DeepSeek's runs export mid-training). `export` writes an HF folder (bf16 safetensors + tokenizer + FIM template)
-that vLLM loads.
+folder, while the run itself goes on (warmup-stable-decay, as MiniCPM and DeepSeek's runs export mid-training).
+`export` writes an HF folder (bf16 safetensors + tokenizer + FIM template) that vLLM loads.
 """
 from __future__ import annotations
 
