@@ -165,11 +165,11 @@ class Trainer:
         return loss.item()
 
 
-def cooldown_state(state: dict, source: Path, steps: int) -> dict:
+def cooldown_state(state: dict, source: Path, steps: int | None) -> dict:
     """A run's checkpoint as the start of a cooldown branch of `steps` steps: the same weights, optimizer and
     data position; the schedule (recorded in the branch's checkpoint, so that it resumes the same) decays from
     the rate the run was at to the run's own minimum."""
-    if steps < 1:
+    if steps is None or steps < 1:
         raise ValueError("a cooldown needs --steps ≥ 1")
     if state.get("cooldown") is not None:
         raise ValueError(f"{source} is itself a cooldown branch: branch from the run it came from")
@@ -204,8 +204,6 @@ def train(model, p: TrainProfile, data_dir: Path, out_dir: Path, *, steps: int |
     if ckpt_path.exists():
         state = torch.load(ckpt_path, weights_only=False, map_location=dev)
     elif cooldown_from is not None:
-        if steps is None:
-            raise ValueError("a cooldown needs --steps")
         state = cooldown_state(torch.load(Path(cooldown_from) / "ckpt.pt", weights_only=False, map_location=dev),
                                Path(cooldown_from), steps)
         print(f"[{label}] cooldown of {cooldown_from} from step {state['step']}: lr "
