@@ -87,6 +87,17 @@ class Engine(Protocol):
         the same salt (None: the shared cache). `healed`: the output must start with this text, written by
         tokens that agree with it (token healing, backend/fim.py `heal`; "" none)."""
 
+    async def sample(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str], n: int,
+                     temperature: float, seed: int, priority: int, cache_salt: str | None = None,
+                     healed: str = "", min_tokens: int = 0) -> list[tuple[str, int]]:
+        """`n` whole completions (text, the stop string that ended it included; tokens) of one prompt, at
+        `temperature` with `seed` (0.0: greedy). `min_tokens`: no stop string ends one before that. Cancelling
+        the caller aborts them."""
+
+    async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
+                           cache_salt: str | None = None) -> list[float]:
+        """For each (ids, first): Σ log P(ids[i] | ids[:i]) for i ≥ first (backend/rerank.py)."""
+
     async def abort(self, request_id: str) -> None: ...
 
 

@@ -135,16 +135,17 @@ class EngineDied(RuntimeError):
 
 class FakeEngine:
     """See the module docstring. `script(prompt_text)` gives the tokens a request writes (default: a
-    fixed few); `hold_start` (a threading.Event) keeps `start` waiting until it is set; `start_error`
+    fixed few); `scorer(ids, first)` what `logprob_sums` says of a window; `hold_start` (a threading.Event) keeps `start` waiting until it is set; `start_error`
     makes it fail."""
 
     def __init__(self, settings: Settings | None = None, *,
                  script: Callable[[str], Iterable[str]] | None = None,
                  ttft_s: float = 0.002, per_token_s: float = 0.001, clock: Clock | None = None,
                  max_running: int | None = None, hold_start: threading.Event | None = None,
-                 start_error: str | None = None):
+                 start_error: str | None = None, scorer: Callable[[list[int], int], float] | None = None):
         self.settings = settings or Settings()
         self.script = script or (lambda prompt: DEFAULT_TOKENS)
+        self.scorer = scorer or (lambda ids, first: float(first - len(ids)))
         self.ttft_s, self.per_token_s = ttft_s, per_token_s
         self.clock = clock or RealClock()
         self.max_running = max_running or self.settings.max_num_seqs
@@ -214,7 +215,7 @@ class FakeEngine:
     # ── requests
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
                        temperature: float, priority: int, cache_salt: str | None = None,
-                       healed: str = "") -> AsyncIterator[Delta]:
+                       healed: str = "", _script_suffix: str = "") -> AsyncIterator[Delta]:
         if self._dead:
             raise EngineDied("engine core died")
         if request_id in self.requests and self.requests[request_id].state != "finished":
@@ -225,7 +226,7 @@ class FakeEngine:
         self._count()
         try:
             await self._admit(req)
-            tokens = _healed_first(iter(self.script(self.tokenizer.decode(prompt_ids))), healed)
+            tokens = _healed_first(iter(self.script(self.tokenizer.decode(prompt_ids) + _script_suffix)), healed)
             nxt = next(tokens, None)
             delay_s = self.ttft_s
             while req.state == "running":
@@ -257,6 +258,44 @@ class FakeEngine:
         finally:   # cancelled, or the consumer closed the stream: vLLM aborts the request then
             if req.state != "finished":
                 self._finish(req, "abort", "cancel")
+
+    async def sample(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str], n: int,
+                     temperature: float, seed: int, priority: int, cache_salt: str | None = None,
+                     healed: str = "", min_tokens: int = 0) -> list[tuple[str, int]]:
+        """`n` runs of `generate` at once (ids `<request_id>-<i>`), whole; sample i of a temperature > 0 is
+        the script's prompt with `sample_marker(i)` appended (a script tells the samples apart by it). The
+        stop string that ended one is kept (vLLM's include_stop_str_in_output); `min_tokens` as vLLM's."""
+        async def one(i: int) -> tuple[str, int]:
+            rid = f"{request_id}-{i}"
+            text, count = "", 0
+            marker = sample_marker(i) if temperature > 0 else ""
+            async for d in self.generate(rid, prompt_ids, max_tokens, [], temperature, priority, cache_salt,
+                                         healed, _script_suffix=marker):
+                text, count = text + d.text, count + d.num_tokens
+                cut = _stop_at(text[len("".join(self.requests[rid].tokens[:min_tokens])):], stop)
+                if cut is not None:
+                    start = len("".join(self.requests[rid].tokens[:min_tokens]))
+                    stop_s = next(s for s in stop if text[start + cut:].startswith(s))
+                    await self.abort(rid)
+                    return text[:start + cut] + stop_s, count
+            return text, count
+
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
+                           cache_salt: str | None = None) -> list[float]:
+        """`scorer(ids, first)` per window (default: fewer scored tokens score higher); each counts as one
+        finished engine request `<request_id>-s<i>`."""
+        out = []
+        for i, (ids, first) in enumerate(windows):
+            rid = f"{request_id}-s{i}"
+            req = FakeRequest(rid, list(ids), 1, [], 0.0, priority, self.clock.now(), _seq=next(self._seq),
+                              cache_salt=cache_salt)
+            self.requests[rid] = req
+            await self.clock.sleep(self.ttft_s)
+            self._finish(req, "length", None)
+            out.append(self.scorer(ids, first))
+        return out
 
     async def abort(self, request_id: str) -> None:
         req = self.requests.get(request_id)
@@ -301,6 +340,11 @@ class FakeEngine:
     def _count(self) -> None:
         self.stats.num_running = sum(1 for r in self.requests.values() if r.state == "running")
         self.stats.num_waiting = sum(1 for r in self.requests.values() if r.state == "waiting")
+
+
+def sample_marker(i: int) -> str:
+    """What `FakeEngine.sample` appends to the prompt text its script sees for sample i (temperature > 0)."""
+    return f"\x00sample{i}"
 
 
 def _stop_at(text: str, stop: list[str]) -> int | None:

@@ -32,6 +32,10 @@ class CompletionBody(BaseModel):
     stream: bool = False
     stop: str | list[str] | None = None
     n: int = Field(default=1, ge=1, le=1)
+    # OpenAI's: the best of several completions, not streamable. Here: the first line, the best of the greedy
+    # line and best_of - 1 samples by the likelihood of the code around it (backend/rerank.py); null: the
+    # server's `completions_best_of`
+    best_of: int | None = Field(default=None, ge=1, le=9)
     user: str | None = None
 
 
@@ -78,7 +82,8 @@ def register(app: FastAPI, backend) -> None:
         rid = "cmpl-" + secrets.token_hex(8)
         msg = Complete(id=rid, prefix=prefix, suffix=suffix,
                        max_tokens=16 if body.max_tokens is None else body.max_tokens,
-                       temperature=body.temperature or 0.0, stop=stop, language="", path="")
+                       temperature=body.temperature or 0.0, stop=stop, language="", path="",
+                       best_of=backend.settings.completions_best_of if body.best_of is None else body.best_of)
         sink = QueueSink()
         svc = backend.service
         try:

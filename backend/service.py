@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from backend import metrics
+from backend import metrics, rerank
 from backend.engine import Engine
 from backend.eol import to_lf
 from backend.fim import Healed, build_prompt, heal, render_snippets
@@ -35,6 +35,7 @@ _VLLM_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "abort
 _END_REASON = {Reason.SUPERSEDED: FinishReason.SUPERSEDED, Reason.SHED: FinishReason.SHED,
                Reason.CANCELLED: FinishReason.CANCELLED}
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
+MAX_BEST_OF = rerank.MAX_BEST_OF
 
 
 class Sink(Protocol):
@@ -195,6 +196,8 @@ class CompletionService:
         if not 0 <= msg.max_words <= self.s.max_tokens_limit:
             raise ProtocolError(ErrorCode.BAD_VALUE, f"max_words must be 0..{self.s.max_tokens_limit}",
                                 msg.id)
+        if not 0 <= msg.best_of <= MAX_BEST_OF:
+            raise ProtocolError(ErrorCode.BAD_VALUE, f"best_of must be 0..{MAX_BEST_OF}", msg.id)
         if len(msg.stop) > MAX_STOP_STRINGS or any(not s or len(s) > MAX_STOP_CHARS for s in msg.stop):
             raise ProtocolError(
                 ErrorCode.BAD_VALUE,
@@ -221,6 +224,8 @@ class CompletionService:
     async def _run(self, req: Request, priority: int) -> None:
         msg = req.msg
         finish, stopped = FinishReason.STOP, False
+        if msg.best_of > 1 and not msg.prefill_only:
+            return await self._run_best_of(req, priority)
         try:
             healed = req.healed.pending if self.s.heal_token else ""   # the engine keeps to it (heal_mask.py)
             # writing the healed text again may take as many tokens as it took typed: they come on top (a
@@ -273,6 +278,45 @@ class CompletionService:
         if not msg.prefill_only and finish in (FinishReason.STOP, FinishReason.LENGTH):
             self.sched.rates.observe_output(req.output_tokens, msg.max_tokens)
         self._end(req, finish, abort=stopped)
+        self._apply(self.sched.finished(req.key, time.perf_counter()))
+
+    async def _run_best_of(self, req: Request, priority: int) -> None:
+        """The greedy line and `best_of` - 1 sampled ones, each scored in the code around it
+        (backend/rerank.py); the best is sent whole. Cancelling the task aborts every engine request."""
+        msg, tok = req.msg, self.engine.tokenizer
+        try:
+            healed = req.healed.pending if self.s.heal_token else ""
+            heal_tokens = len(tok.encode(healed, add_special_tokens=False).ids) if healed else 0
+            stop = ["\n", *(x for x in msg.stop if x != "\n")]
+            args = dict(max_tokens=msg.max_tokens + heal_tokens, stop=stop, priority=priority,
+                        cache_salt=req.cache_salt, healed=healed, min_tokens=heal_tokens if "\n" in healed else 0)
+            greedy, sampled = await asyncio.gather(
+                self.engine.sample(req.engine_id + "-g", req.prompt_ids, n=1, temperature=0.0, seed=0, **args),
+                self.engine.sample(req.engine_id + "-n", req.prompt_ids, n=msg.best_of - 1,
+                                   temperature=rerank.SAMPLE_TEMPERATURE, seed=0, **args))
+            req.t_first = req.t_last = time.perf_counter()
+            req.output_tokens = sum(n for _, n in greedy + sampled)
+            texts = [_cut_at(t, msg.stop) for t in (Healed(req.healed.pending).feed(text) for text, _ in greedy + sampled)
+                     if t is not None]
+            lines = rerank.distinct_lines(texts)
+            prefix, suffix = to_lf(msg.prefix), to_lf(msg.suffix)
+            windows = [rerank.window(tok, prefix, line, suffix) for line in lines]
+            scores = await self.engine.logprob_sums(req.engine_id + "-s", [(w.ids, w.first_scored) for w in windows],
+                                                   priority, req.cache_salt) if len(lines) > 1 else [0.0] * len(lines)
+            text = rerank.best(lines, scores)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.warning("request %s failed in the engine: %s", req.engine_id, e)
+            error = Error(id=msg.id, code=ErrorCode.ENGINE_UNAVAILABLE, message=f"engine failed: {type(e).__name__}")
+            self._end(req, FinishReason.ERROR, abort=True, error=error)
+            self._apply(self.sched.finished(req.key, time.perf_counter()))
+            return
+        if text:
+            req.t_first_chunk = time.perf_counter()
+            metrics.TTFT.observe(req.t_first_chunk - req.t_recv)
+            req.sink.send(Chunk(id=msg.id, text=text))
+        self._end(req, FinishReason.STOP, abort=False)
         self._apply(self.sched.finished(req.key, time.perf_counter()))
 
     def _observe_prefill(self, req: Request, uncached: int, now: float) -> None:
@@ -348,3 +392,10 @@ class CompletionService:
                 self._apply(self.sched.tick(time.perf_counter()))
             except Exception:  # never let the ticker die: it is what keeps the queue bounded
                 log.exception("scheduler tick failed")
+
+
+def _cut_at(text: str, stop: list[str]) -> str:
+    """The text before the client's first stop string (the engine, told to keep stop strings for the line
+    end, kept them)."""
+    cuts = [i for i in (text.find(x) for x in stop if x) if i >= 0]
+    return text[:min(cuts)] if cuts else text

@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     # heal_token: accepted characters 1.18x [1.13, 1.24], idiom lines served 52 vs 49 of 148
     copy_lambdas: str = "0.1,0.2,0.3,0.4"
     copy_max_n: int = Field(default=4, ge=1, le=16)   # the longest n-gram the copy model matches
+    # `POST /v1/completions` without `best_of`: 1 = the greedy completion, streamed; 2..9 = the first line
+    # only, the best of the greedy line and best_of - 1 sampled ones by the likelihood of the code around
+    # them (backend/rerank.py), whole
+    completions_best_of: int = Field(default=1, ge=1, le=9)
 
     # ── vLLM engine
     dtype: str = "bfloat16"

@@ -218,7 +218,6 @@ class VllmEngine:
         """Stream deltas. Cancelling the consumer (or `abort`) aborts the engine request. `cache_salt`: the
         tenant's salt (backend/tenancy.py) — prefix-cache hits only among requests with the same salt."""
         from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop or None,
@@ -228,17 +227,68 @@ class VllmEngine:
         # Rendered here (cheap for ids: ~0.05 ms at 1,500 tokens) so that AsyncLLM takes its synchronous input
         # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50
         # on this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
-        tokens = TokensPrompt(prompt_token_ids=prompt_ids)
-        if cache_salt is not None:
-            tokens["cache_salt"] = cache_salt
-        (prompt,) = self.llm.renderer.render_cmpl([tokens])
-        async for out in self.llm.generate(prompt, params, request_id, priority=priority):
+        async for out in self.llm.generate(self._render(prompt_ids, cache_salt), params, request_id,
+                                           priority=priority):
             c = out.outputs[0]
             sd = c.spec_decode_metrics
             yield Delta(text=c.text, num_tokens=len(c.token_ids), finish_reason=c.finish_reason,
                         num_cached_tokens=out.num_cached_tokens or 0,
                         spec_draft_tokens=sd.num_draft_tokens if sd else 0,
                         spec_accepted_tokens=sum(j * n for j, n in enumerate(sd.histogram)) if sd else 0)
+
+    async def sample(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str], n: int,
+                     temperature: float, seed: int, priority: int, cache_salt: str | None = None,
+                     healed: str = "", min_tokens: int = 0) -> list[tuple[str, int]]:
+        """`n` sampled completions (text with the stop string that ended it, tokens), whole (not streamed),
+        from one engine request: its children share the prompt's prefill. `min_tokens`: no stop string ends
+        one earlier (the given-back text may hold a stop string: a line end)."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(n=n, max_tokens=max_tokens, temperature=temperature, seed=seed,
+                                stop=stop or None, min_tokens=min_tokens, include_stop_str_in_output=True,
+                                stop_token_ids=list(self.template.stop_ids) if self.template else None,
+                                output_kind=RequestOutputKind.FINAL_ONLY, skip_special_tokens=True,
+                                extra_args=self._extra_args(healed))
+        final = None
+        async for out in self.llm.generate(self._render(prompt_ids, cache_salt), params, request_id,
+                                           priority=priority):
+            final = out
+        return [(c.text, len(c.token_ids)) for c in sorted(final.outputs, key=lambda c: c.index)] if final else []
+
+    async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
+                           cache_salt: str | None = None) -> list[float]:
+        """For each (ids, first): the sum of log P(ids[i] | ids[:i]) over i ≥ first, one engine request per
+        window, all at once (vLLM batches their prefills; a prompt whose logprobs are asked for is computed
+        whole, the prefix cache not read)."""
+        import asyncio
+
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0,
+                                output_kind=RequestOutputKind.FINAL_ONLY, detokenize=False)
+
+        async def one(i: int, ids: list[int], first: int) -> float:
+            final = None
+            async for out in self.llm.generate(self._render(ids, cache_salt), params, f"{request_id}-s{i}",
+                                               priority=priority):
+                final = out
+            lps = final.prompt_logprobs if final is not None else None
+            if not lps:
+                return float("-inf")
+            return sum(lps[j][ids[j]].logprob for j in range(max(1, first), len(ids)))
+
+        return list(await asyncio.gather(*(one(i, ids, first) for i, (ids, first) in enumerate(windows))))
+
+    def _render(self, prompt_ids: list[int], cache_salt: str | None):
+        from vllm.inputs import TokensPrompt
+
+        tokens = TokensPrompt(prompt_token_ids=prompt_ids)
+        if cache_salt is not None:
+            tokens["cache_salt"] = cache_salt
+        (prompt,) = self.llm.renderer.render_cmpl([tokens])
+        return prompt
 
     def _extra_args(self, healed: str) -> dict | None:   # what our logits processor reads (vllm_logits.py)
         return ({**self._copy_args, HEAL_KEY: healed} if healed else self._copy_args) or None

@@ -91,6 +91,10 @@ class Complete:
     # end the request (finish "stop") once its first `max_words` words are written (protocol/words.py): the
     # tokens after them would not be shown (0: no limit but max_tokens)
     max_words: int = 0
+    # 2..9: the first line only, the best of the greedy line and best_of - 1 sampled ones by how likely they
+    # make the code around them (backend/rerank.py), sent whole in one chunk (0 or 1: the greedy completion,
+    # streamed)
+    best_of: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -374,3 +374,27 @@ async def test_no_prompt_outgrows_the_context_the_model_was_trained_on(backend):
     assert t["prompt_tokens"] + t["output_tokens"] <= trained
     assert done["finish_reason"] in ("stop", "length")
     await c.close()
+
+
+async def test_best_of_sends_one_line_chosen_among_the_greedy_and_sampled_ones(backend):
+    """`best_of` on vLLM: the greedy line and 4 samples (one engine request of n = 4), a prompt-logprob score
+    for each distinct line (backend/rerank.py). One chunk, one line; every one of those engine requests ran
+    to its end by itself (vLLM counted them), and nothing is left running."""
+    c = await Client.open(backend.ws_url)
+    body = code(1200, 5000)
+    cut = body.rfind("\n", 0, 900) + 1
+    prefix, suffix = body[:cut], body[body.find("\n", cut) + 1:]
+    await wait_engine_idle(backend.http_url)
+    before = engine_finished(backend.http_url)
+    await c.complete("best", prefix, suffix=suffix, best_of=5, max_tokens=32)
+    done = await c.terminal("best")
+    assert (done["kind"], done["finish_reason"]) == ("done", "stop"), done
+    text = "".join(f["text"] for f in c.chunks("best"))
+    assert len(c.chunks("best")) <= 1 and text.strip(), text
+    assert "\n" not in text.lstrip("\n").rstrip("\n"), f"more than one line: {text!r}"
+    m = await wait_engine_idle(backend.http_url)
+    # 1 greedy + 4 samples (vLLM counts each of n's children) + a score per distinct line (1..5)
+    finished = engine_finished(backend.http_url) - before
+    assert 6 <= finished <= 10, finished
+    assert m["quickcode_live_requests"] == 0
+    await c.close()
