@@ -10,8 +10,9 @@ from itertools import chain
 
 from tokenizers import Tokenizer
 
+from backend.eol import to_lf
 from backend.fim_templates import FimTemplate
-from backend.heal_mask import TokenTexts
+from backend.heal_mask import TokenTexts, token_texts
 from backend.segments import keep_head, keep_tail
 
 _COMMENT = {  # line-comment marker per language id, for snippets from other files
@@ -183,3 +184,17 @@ def fim_layout(t: FimTemplate, pre: list[int], suf: list[int], snip: list[int] =
     if t.order == "spm":
         return [*head, t.suffix_id, *suf, t.prefix_id, *snip, *pre, *(mid if t.spm_middle else [])]
     return [*head, t.prefix_id, *snip, *pre, t.suffix_id, *suf, *mid]
+
+
+def complete_prompt(msg, s, tok: Tokenizer, t: FimTemplate, budget: int) -> tuple[list[int], str]:
+    """A `Complete`'s prompt ids on the settings `s`, and the text given back to the model (`heal`). The
+    model is shown LF only (backend/eol.py); other files in the family's own file-separator format where it
+    has one, else as comments."""
+    files = [(x.path, to_lf(x.text)) for x in msg.snippets]
+    snippets = render_snippets(files, msg.language) if files and t.file_id is None else ""
+    heal_tok = tok if s.heal_token else None
+    prefix, healed = heal(to_lf(msg.prefix), s.heal_space, heal_tok,
+                          token_texts(heal_tok) if heal_tok else None, s.heal_line_end)
+    ids = build_prompt(tok, t, prefix, to_lf(msg.suffix), budget, snippets, s.fim_policy,
+                       files=files if t.file_id is not None else None, path=msg.path)
+    return ids, healed

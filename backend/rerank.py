@@ -21,6 +21,7 @@ MAX_BEST_OF = 9                 # candidates per request at most (greedy + 8 sam
 SAMPLE_TEMPERATURE = 0.8
 WINDOW_PREFIX_CHARS = 800       # prefix characters before a candidate in its score window (whole lines)
 WINDOW_SUFFIX_CHARS = 400       # suffix characters after it
+WINDOW_TOKENS = 330             # about what a window holds (1,200 characters, a line): the scheduler's cost
 
 
 def line_of(text: str) -> str:

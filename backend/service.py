@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from backend import metrics, rerank
+from backend import best_of, metrics
 from backend.engine import Engine
-from backend.eol import to_lf
-from backend.fim import Healed, build_prompt, heal, render_snippets
-from backend.heal_mask import token_texts
+from backend.fim import Healed, complete_prompt
+from backend.checks import check_complete
 from backend.model_info import context_chars, model_info, prompt_budget_tokens
 from backend.ratelimit import TokenBuckets
 from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
@@ -34,8 +33,6 @@ log = logging.getLogger("quickcode.service")
 _VLLM_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "abort": FinishReason.CANCELLED}
 _END_REASON = {Reason.SUPERSEDED: FinishReason.SUPERSEDED, Reason.SHED: FinishReason.SHED,
                Reason.CANCELLED: FinishReason.CANCELLED}
-MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
-MAX_BEST_OF = rerank.MAX_BEST_OF
 
 
 class Sink(Protocol):
@@ -141,22 +138,15 @@ class CompletionService:
                     f"a pre-templated prompt of {len(prompt_ids)} tokens exceeds {budget}", msg.id)
             ids = list(prompt_ids)
         else:
-            files = [(s.path, to_lf(s.text)) for s in msg.snippets]    # the model is shown LF only (eol.py)
-            # other files: in the family's own file-separator format where it has one, else as comments
-            snippets = render_snippets(files, msg.language) if files and template.file_id is None else ""
-            tok = self.engine.tokenizer if self.s.heal_token else None
-            prefix, healed = heal(to_lf(msg.prefix), self.s.heal_space, tok,
-                                  token_texts(tok) if tok else None, self.s.heal_line_end)
-            ids = build_prompt(self.engine.tokenizer, template, prefix, to_lf(msg.suffix), budget, snippets,
-                               self.s.fim_policy, files=files if template.file_id is not None else None,
-                               path=msg.path)
+            ids, healed = complete_prompt(msg, self.s, self.engine.tokenizer, template, budget)
         now = time.perf_counter()
         req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000,
                       t_queued=now, healed=Healed(healed), cache_salt=self.salt_for(user))
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
-        job = Job(key, user, len(ids), max_tokens, prefetch=prefetch)
+        job = best_of.job(key, user, msg, len(ids)) if msg.best_of > 1 else \
+            Job(key, user, len(ids), max_tokens, prefetch=prefetch)
         self._apply(self.sched.submit(job, now))
         self._wake.set()
 
@@ -183,25 +173,7 @@ class CompletionService:
         if key in self.requests:
             raise ProtocolError(ErrorCode.DUPLICATE_ID,
                                 f"request {msg.id!r} is still running in this session", msg.id)
-        if not 0 < msg.max_tokens <= self.s.max_tokens_limit:
-            raise ProtocolError(
-                ErrorCode.MAX_TOKENS_TOO_LARGE,
-                f"max_tokens must be 1..{self.s.max_tokens_limit}, got {msg.max_tokens}", msg.id)
-        chars = len(msg.prefix) + len(msg.suffix) + sum(len(s.text) + len(s.path) for s in msg.snippets)
-        if chars > self.s.max_prompt_chars:
-            raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
-                                f"prompt of {chars} characters exceeds {self.s.max_prompt_chars}", msg.id)
-        if not 0.0 <= msg.temperature <= 2.0:
-            raise ProtocolError(ErrorCode.BAD_VALUE, "temperature must be within 0..2", msg.id)
-        if not 0 <= msg.max_words <= self.s.max_tokens_limit:
-            raise ProtocolError(ErrorCode.BAD_VALUE, f"max_words must be 0..{self.s.max_tokens_limit}",
-                                msg.id)
-        if not 0 <= msg.best_of <= MAX_BEST_OF:
-            raise ProtocolError(ErrorCode.BAD_VALUE, f"best_of must be 0..{MAX_BEST_OF}", msg.id)
-        if len(msg.stop) > MAX_STOP_STRINGS or any(not s or len(s) > MAX_STOP_CHARS for s in msg.stop):
-            raise ProtocolError(
-                ErrorCode.BAD_VALUE,
-                f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
+        check_complete(msg, self.s)
         if sum(1 for k in self.requests if k[0] == session_id) >= self.s.max_requests_per_session:
             raise ProtocolError(ErrorCode.RATE_LIMITED, "too many requests in flight in this session", msg.id)
         if not self.limits.take(user):
@@ -266,13 +238,8 @@ class CompletionService:
                         break
         except asyncio.CancelledError:
             raise  # ended by _end (superseded, cancelled, shed, shutdown): it sent the terminal frame
-        except Exception as e:  # engine died or refused: a typed error for this request, the service lives on
-            log.warning("request %s failed in the engine: %s", req.engine_id, e)
-            error = Error(id=msg.id, code=ErrorCode.ENGINE_UNAVAILABLE,
-                          message=f"engine failed: {type(e).__name__}")
-            self._end(req, FinishReason.ERROR, abort=True, error=error)
-            self._apply(self.sched.finished(req.key, time.perf_counter()))
-            return
+        except Exception as e:
+            return self._engine_failed(req, e)
         if req.output_tokens > 1 and req.t_first is not None:
             self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
         if not msg.prefill_only and finish in (FinishReason.STOP, FinishReason.LENGTH):
@@ -281,42 +248,26 @@ class CompletionService:
         self._apply(self.sched.finished(req.key, time.perf_counter()))
 
     async def _run_best_of(self, req: Request, priority: int) -> None:
-        """The greedy line and `best_of` - 1 sampled ones, each scored in the code around it
-        (backend/rerank.py); the best is sent whole. Cancelling the task aborts every engine request."""
-        msg, tok = req.msg, self.engine.tokenizer
-        try:
-            healed = req.healed.pending if self.s.heal_token else ""
-            heal_tokens = len(tok.encode(healed, add_special_tokens=False).ids) if healed else 0
-            stop = ["\n", *(x for x in msg.stop if x != "\n")]
-            args = dict(max_tokens=msg.max_tokens + heal_tokens, stop=stop, priority=priority,
-                        cache_salt=req.cache_salt, healed=healed, min_tokens=heal_tokens if "\n" in healed else 0)
-            greedy, sampled = await asyncio.gather(
-                self.engine.sample(req.engine_id + "-g", req.prompt_ids, n=1, temperature=0.0, seed=0, **args),
-                self.engine.sample(req.engine_id + "-n", req.prompt_ids, n=msg.best_of - 1,
-                                   temperature=rerank.SAMPLE_TEMPERATURE, seed=0, **args))
-            req.t_first = req.t_last = time.perf_counter()
-            req.output_tokens = sum(n for _, n in greedy + sampled)
-            texts = [_cut_at(t, msg.stop) for t in (Healed(req.healed.pending).feed(text) for text, _ in greedy + sampled)
-                     if t is not None]
-            lines = rerank.distinct_lines(texts)
-            prefix, suffix = to_lf(msg.prefix), to_lf(msg.suffix)
-            windows = [rerank.window(tok, prefix, line, suffix) for line in lines]
-            scores = await self.engine.logprob_sums(req.engine_id + "-s", [(w.ids, w.first_scored) for w in windows],
-                                                   priority, req.cache_salt) if len(lines) > 1 else [0.0] * len(lines)
-            text = rerank.best(lines, scores)
-        except asyncio.CancelledError:
-            raise
+        """The best of several lines (backend/best_of.py), sent whole."""
+        try:   # (a CancelledError passes: ended by _end, which sent the terminal frame)
+            text, req.output_tokens = await best_of.best_line(
+                self.engine, req.msg, req.prompt_ids, req.engine_id, priority, req.cache_salt,
+                req.healed.pending, self.s.heal_token)
         except Exception as e:
-            log.warning("request %s failed in the engine: %s", req.engine_id, e)
-            error = Error(id=msg.id, code=ErrorCode.ENGINE_UNAVAILABLE, message=f"engine failed: {type(e).__name__}")
-            self._end(req, FinishReason.ERROR, abort=True, error=error)
-            self._apply(self.sched.finished(req.key, time.perf_counter()))
-            return
+            return self._engine_failed(req, e)
+        req.t_first = req.t_last = req.t_first_chunk = time.perf_counter()
         if text:
-            req.t_first_chunk = time.perf_counter()
             metrics.TTFT.observe(req.t_first_chunk - req.t_recv)
-            req.sink.send(Chunk(id=msg.id, text=text))
+            req.sink.send(Chunk(id=req.msg.id, text=text))
         self._end(req, FinishReason.STOP, abort=False)
+        self._apply(self.sched.finished(req.key, time.perf_counter()))
+
+    def _engine_failed(self, req: Request, e: Exception) -> None:
+        """The engine died or refused: a typed error for this request, the service lives on."""
+        log.warning("request %s failed in the engine: %s", req.engine_id, e)
+        error = Error(id=req.msg.id, code=ErrorCode.ENGINE_UNAVAILABLE,
+                      message=f"engine failed: {type(e).__name__}")
+        self._end(req, FinishReason.ERROR, abort=True, error=error)
         self._apply(self.sched.finished(req.key, time.perf_counter()))
 
     def _observe_prefill(self, req: Request, uncached: int, now: float) -> None:
@@ -393,9 +344,3 @@ class CompletionService:
             except Exception:  # never let the ticker die: it is what keeps the queue bounded
                 log.exception("scheduler tick failed")
 
-
-def _cut_at(text: str, stop: list[str]) -> str:
-    """The text before the client's first stop string (the engine, told to keep stop strings for the line
-    end, kept them)."""
-    cuts = [i for i in (text.find(x) for x in stop if x) if i >= 0]
-    return text[:min(cuts)] if cuts else text

@@ -254,7 +254,8 @@ class VllmEngine:
         async for out in self.llm.generate(self._render(prompt_ids, cache_salt), params, request_id,
                                            priority=priority):
             final = out
-        return [(c.text, len(c.token_ids)) for c in sorted(final.outputs, key=lambda c: c.index)] if final else []
+        outs = sorted(final.outputs, key=lambda c: c.index) if final else []
+        return [(c.text, len(c.token_ids)) for c in outs]
 
     async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
                            cache_salt: str | None = None) -> list[float]:
