@@ -49,3 +49,25 @@ def test_the_best_line_wins_and_a_tie_goes_to_the_earlier_greedy_one():
     assert rerank.best(["a\n", "b\n", "c\n"], [-3.0, -1.0, -2.0]) == "b\n"
     assert rerank.best(["a\n", "b\n"], [-1.0, -1.0]) == "a\n"
     assert rerank.best([], []) == ""
+
+
+def test_a_best_of_request_costs_the_scheduler_a_window_and_a_line_per_candidate():
+    from backend import best_of
+    from protocol import Complete
+
+    plain = Complete(id="a", prefix="x", max_tokens=32)
+    five = Complete(id="b", prefix="x", max_tokens=32, best_of=5)
+    job = best_of.job(("s", "b"), "u", five, 400)
+    assert job.prompt_tokens == 400 + 5 * rerank.WINDOW_TOKENS and job.max_tokens == 5 * plain.max_tokens
+
+
+@pytest.mark.parametrize("text, stop, cut", [
+    ("    return a\n", [], "    return a\n"),
+    ("    return a  # b\n", ["  #"], "    return a"),
+    ("x = f(a)\n", ["\n"], "x = f(a)"),
+    ("x = f(a)\n", ["(", ")"], "x = f"),
+])
+def test_the_clients_stop_strings_cut_a_candidate_before_the_first_of_them(text, stop, cut):
+    from backend.best_of import cut_at
+
+    assert cut_at(text, stop) == cut
