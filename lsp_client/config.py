@@ -37,6 +37,11 @@ class ClientConfig:
     # bounds it): the tokens past them are look-ahead, shown only if the developer types on. With 4 tokens:
     # accepted characters 1.01x [1.00, 1.02] / 1.00x [1.00, 1.01] of 0, decoded tokens -11 %
     word_max_words: int = 1
+    # an inline completion the user invoked (the editor's "trigger suggestion" key) asks for the best of this
+    # many lines (the backend's best_of: the greedy line and samples, scored by the code around them): the line
+    # comes whole, ~250 ms on the embedded default, instead of streamed. HumanEval single-line exact 11.0 vs
+    # 7.0 % at 5 (benchmarks/reports/quality-best-of.md); typing never invokes, so unmeasured there. 0/1: off
+    explicit_best_of: int = 0
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
@@ -126,6 +131,7 @@ RANGES = {
     "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
     "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
     "predictor_exploration": (0, 1), "skip_word_chars": (0, 64), "word_max_words": (0, 64), "doc_words_min_chars": (0, 64),
+    "explicit_best_of": (0, 9),
 }
 
 
@@ -133,18 +139,26 @@ RANGES = {
 CHOICES = {"suggestion_unit": ("block", "word")}
 
 
-def max_words(cfg: ClientConfig, prefill_only: bool = False) -> int:
-    """A request's `max_words`: by the word unit, `word_max_words` (0: no limit)."""
-    return cfg.word_max_words if cfg.suggestion_unit == "word" and not prefill_only else 0
+def max_words(cfg: ClientConfig, prefill_only: bool = False, line: bool = False) -> int:
+    """A request's `max_words`: by the word unit, `word_max_words` (0: no limit; never for a warm-up or a whole
+    `line`, best_of)."""
+    return cfg.word_max_words if cfg.suggestion_unit == "word" and not (prefill_only or line) else 0
 
 
-def decode_tokens(cfg: ClientConfig, welcome, prefill_only: bool = False) -> int:
+def sizes(cfg: ClientConfig, welcome, prefill_only: bool, best_of: int) -> dict:
+    """A request's max_tokens, max_words and best_of (≥ 2: one whole line, the best of that many)."""
+    line = best_of > 1 and not prefill_only
+    return {"max_tokens": decode_tokens(cfg, welcome, prefill_only, line),
+            "max_words": max_words(cfg, prefill_only, line), "best_of": best_of if line else 0}
+
+
+def decode_tokens(cfg: ClientConfig, welcome, prefill_only: bool = False, line: bool = False) -> int:
     """A request's max_tokens: 1 for a prefill-only warm-up; else the setting within the server's limit, and by
-    the word unit at most `word_max_tokens` (when set)."""
+    the word unit at most `word_max_tokens` (when set) — not for a whole `line` (best_of)."""
     if prefill_only:
         return 1
     n = min(cfg.max_tokens, welcome.max_tokens or cfg.max_tokens) if welcome else cfg.max_tokens
-    if cfg.suggestion_unit == "word" and cfg.word_max_tokens:
+    if cfg.suggestion_unit == "word" and cfg.word_max_tokens and not line:
         n = min(n, cfg.word_max_tokens)
     return max(1, n)
 

@@ -156,7 +156,7 @@ def did_close(ls: QuickcodeServer, params: T.DidCloseTextDocumentParams):
         ls.session.on_close(params.text_document.uri)
 
 
-async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit: bool):
+async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit: bool, best_of: int = 0):
     """The suggestion for the request's position, as it applies to the document when the answer is sent
     (fresh.py): asked at the cursor the user typed on to since the request was read, and checked again once the
     edits the editor already sent are read. None: nothing to show."""
@@ -168,7 +168,7 @@ async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit:
             doc = ls.workspace.get_text_document(uri)
             at = Arrival(doc.source, doc.offset_at_position(position))
         offset = fresh.moved_cursor(at.text, at.offset, ls.session.docs[uri].text)
-        s = None if offset is None else await ls.session.complete(uri, offset, explicit=explicit)
+        s = None if offset is None else await ls.session.complete(uri, offset, explicit=explicit, best_of=best_of)
         if s is not None:
             await caught_up(ls.input)
             s = ls.session.settle(uri, s)
@@ -182,7 +182,8 @@ async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit:
 
 async def inline_completion(ls: QuickcodeServer, params: T.InlineCompletionParams):
     explicit = params.context is not None and params.context.trigger_kind == T.InlineCompletionTriggerKind.Invoked
-    s = await suggest(ls, params.text_document.uri, params.position, explicit)
+    s = await suggest(ls, params.text_document.uri, params.position, explicit,
+                      ls.session.cfg.explicit_best_of if explicit and ls.session is not None else 0)
     return answer.inline_list(s, None if s is None else ls.position_at(params.text_document.uri, s.offset))
 
 

@@ -22,7 +22,7 @@ from lsp_client.accounting import Accounting
 from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
 from lsp_client.clock import REAL, Clock
-from lsp_client.config import ClientConfig, decode_tokens, max_words
+from lsp_client.config import ClientConfig, sizes
 from lsp_client.context import Context, build, first_window_end, window_chars, within_budget
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.docwords import word_rest
@@ -112,17 +112,17 @@ class Session:
         self.outcomes.on_partial(sid, chars, self.clock.now())
 
     # ── the keystroke path
-    async def complete(self, uri: str, offset: int, *, explicit: bool = False) -> Suggestion | None:
-        """The suggestion at `offset` (None: nothing to show); each request counts in exactly one of
-        `Stats.decisions()`."""
+    async def complete(self, uri: str, offset: int, *, explicit: bool = False, best_of: int = 0) -> Suggestion | None:
+        """The suggestion at `offset` (None: nothing to show; `best_of` ≥ 2: the best of that many lines);
+        each request counts in exactly one of `Stats.decisions()`."""
         self.stats.requests += 1
         try:
-            return await self._complete(uri, offset, explicit, self.cfg.word_max_tokens > 0)
+            return await self._complete(uri, offset, explicit, self.cfg.word_max_tokens > 0, best_of)
         except asyncio.CancelledError:
             self.stats.editor_cancelled += 1
             raise
 
-    async def _complete(self, uri: str, offset: int, explicit: bool, retry: bool = False) -> Suggestion | None:
+    async def _complete(self, uri: str, offset: int, explicit: bool, retry=False, best_of=0) -> Suggestion | None:
         ask = self._ask(uri, offset)
         if ask is None:
             self.stats.not_asked += 1
@@ -143,7 +143,7 @@ class Session:
                 return hit
             flight = self._reusable_flight(uri, ask.ctx)
             if flight is None:
-                flight, launched = self._launch(ask.doc, ask.ctx), True
+                flight, launched = self._launch(ask.doc, ask.ctx, best_of=best_of), True
                 if flight is None:
                     self.stats.unavailable += 1
                     return None              # backend unreachable: answer empty, at once
@@ -155,7 +155,7 @@ class Session:
             raise
         if retry and not (launched or text) and flight.end is End.DONE and typed >= len(flight.streamed) \
                 and ask.doc.text is ask.snapshot:    # typed through to the end of a bounded look-ahead: ask anew
-            return await self._complete(uri, offset, explicit)
+            return await self._complete(uri, offset, explicit, best_of=best_of)
         return self._answer(ask, flight, text, typed, final, launched)
 
     def _ask(self, uri: str, offset: int) -> Ask | None:
@@ -270,15 +270,15 @@ class Session:
         return self.cache.get(ctx.prefix, ctx.suffix_head) is not None or self._reusable_flight(uri, ctx) is not None
 
     def _launch(self, doc: Doc, ctx: Context, *, priority: Priority = Priority.NORMAL,
-                prefill_only: bool = False) -> Flight | None:
+                prefill_only: bool = False, best_of: int = 0) -> Flight | None:
         welcome = getattr(self.channel, "welcome", None)      # the backend's limits, once connected
         snippets = self.neighbours.for_context(doc.text, doc.uri, doc.language, ctx, self.cfg.snippet_lines,
                                                self.cfg.snippet_max) if self.cfg.snippets else []
         prefix, suffix, snippets = within_budget(ctx.prefix, ctx.suffix, snippets,
                                                  welcome.max_prompt_chars if welcome else 0)
         msg = Complete(id=self.channel.new_id(), prefix=prefix, suffix=suffix, language=doc.language, path=doc.path,
-                       max_tokens=decode_tokens(self.cfg, welcome, prefill_only), priority=priority,
-                       prefill_only=prefill_only, snippets=snippets, max_words=max_words(self.cfg, prefill_only))
+                       priority=priority, prefill_only=prefill_only, snippets=snippets,
+                       **sizes(self.cfg, welcome, prefill_only, best_of))
         return self.pump.launch(msg, doc.uri, ctx, self._shape(ctx))
 
     def _shape(self, ctx: Context) -> postprocess.Shape:
