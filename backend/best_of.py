@@ -14,10 +14,11 @@ from protocol import Complete
 MAX_BEST_OF = rerank.MAX_BEST_OF
 
 
-def job(key, user: str, msg: Complete, prompt_tokens: int) -> Job:
+def job(key, user: str, msg: Complete, prompt_tokens: int, prefetch: bool = False) -> Job:
     """The scheduler's view of it: the engine work it stands for (a line per candidate, a window each), so
     that waits are predicted and load shed by what it costs."""
-    return Job(key, user, prompt_tokens + msg.best_of * rerank.WINDOW_TOKENS, msg.max_tokens * msg.best_of)
+    return Job(key, user, prompt_tokens + msg.best_of * rerank.WINDOW_TOKENS, msg.max_tokens * msg.best_of,
+               prefetch=prefetch)
 
 
 async def best_line(engine: Engine, msg: Complete, prompt_ids: list[int], engine_id: str, priority: int,

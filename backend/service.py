@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from backend import best_of, metrics
+from backend.checks import check_complete
 from backend.engine import Engine
 from backend.fim import Healed, complete_prompt
-from backend.checks import check_complete
 from backend.model_info import context_chars, model_info, prompt_budget_tokens
 from backend.ratelimit import TokenBuckets
 from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
@@ -145,7 +145,7 @@ class CompletionService:
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
-        job = best_of.job(key, user, msg, len(ids)) if msg.best_of > 1 else \
+        job = best_of.job(key, user, msg, len(ids), prefetch) if msg.best_of > 1 and not msg.prefill_only else \
             Job(key, user, len(ids), max_tokens, prefetch=prefetch)
         self._apply(self.sched.submit(job, now))
         self._wake.set()
