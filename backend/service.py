@@ -145,7 +145,8 @@ class CompletionService:
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
-        job = best_of.job(key, user, msg, len(ids), prefetch) if msg.best_of > 1 and not msg.prefill_only else \
+        whole_line = msg.best_of > 1 and not msg.prefill_only
+        job = best_of.job(key, user, msg, len(ids), prefetch) if whole_line else \
             Job(key, user, len(ids), max_tokens, prefetch=prefetch)
         self._apply(self.sched.submit(job, now))
         self._wake.set()
