@@ -14,6 +14,11 @@ from protocol import Complete
 MAX_BEST_OF = rerank.MAX_BEST_OF
 
 
+def wanted(msg: Complete) -> bool:
+    """Whether `msg` takes the best-of path (never a warm-up)."""
+    return msg.best_of > 1 and not msg.prefill_only
+
+
 def job(key, user: str, msg: Complete, prompt_tokens: int, prefetch: bool = False) -> Job:
     """The scheduler's view of it: the engine work it stands for (a line per candidate, a window each), so
     that waits are predicted and load shed by what it costs."""

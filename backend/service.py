@@ -145,8 +145,7 @@ class CompletionService:
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
-        whole_line = msg.best_of > 1 and not msg.prefill_only
-        job = best_of.job(key, user, msg, len(ids), prefetch) if whole_line else \
+        job = best_of.job(key, user, msg, len(ids), prefetch) if best_of.wanted(msg) else \
             Job(key, user, len(ids), max_tokens, prefetch=prefetch)
         self._apply(self.sched.submit(job, now))
         self._wake.set()
@@ -197,7 +196,7 @@ class CompletionService:
     async def _run(self, req: Request, priority: int) -> None:
         msg = req.msg
         finish, stopped = FinishReason.STOP, False
-        if msg.best_of > 1 and not msg.prefill_only:
+        if best_of.wanted(msg):
             return await self._run_best_of(req, priority)
         try:
             healed = req.healed.pending if self.s.heal_token else ""   # the engine keeps to it (heal_mask.py)
