@@ -130,7 +130,11 @@ def render(model_dir: Path, repo: Path) -> str:
                          f"identical, {_pct(v['token_agreement'])} of {v['reference_tokens']} tokens agree")
         lines += [f"- the folder: {quant['size_bytes'] / 1e6:.1f} MB vs {quant['source_size_bytes'] / 1e6:.1f} MB for the bf16 target", ""]
     else:
-        lines += ["## Training", "", "```bash", train.get("command", "?"), "```", ""]
+        lines += ["## Training", ""]
+        if train.get("run_command"):        # a cooldown branch: the run it branched from, then the branch
+            lines += ["The run:", "", "```bash", train["run_command"], "```", "",
+                      f"and its cooldown branch (from the latest checkpoint of `{train.get('cooldown_from')}`):", ""]
+        lines += ["```bash", train.get("command", "?"), "```", ""]
         facts = [f"{train.get('kind', '?')} model, trained {train.get('trained_at', '?')} on "
                  f"{train.get('machine', {}).get('cpu', '?')} (Python {train.get('machine', {}).get('python', '?')})"]
         if result:

@@ -101,6 +101,7 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
     from draft_model.train import build_model, device, export, load_model, train
 
     tok_dir = data_dir / "tokenizer"
+    _keep_command(run_dir, argv or [])
     teacher = None
     if teacher_dir is not None:
         tokmod.check_same_vocab(teacher_dir, tok_dir)
@@ -119,5 +120,23 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
         prov["init"] = str(init_dir)
     if cooldown_from is not None:
         prov["cooldown_from"] = str(cooldown_from)
+        run_command = _kept_command(Path(cooldown_from))
+        if run_command:
+            prov["run_command"] = run_command      # the run the branch came from: both make the model
     export(model, tok_dir, export_dir, prov)
     return result
+
+
+RUN_COMMAND = "command.txt"     # a run folder's first command: a cooldown branch's export names its run
+
+
+def _keep_command(run_dir: Path, argv: list[str]) -> None:
+    path = Path(run_dir) / RUN_COMMAND
+    if argv and not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(" ".join(["quickcode", *argv]) + "\n")
+
+
+def _kept_command(run_dir: Path) -> str:
+    path = run_dir / RUN_COMMAND
+    return path.read_text().strip() if path.exists() else ""

@@ -194,11 +194,13 @@ def test_a_cooldown_branch_decays_from_a_running_runs_checkpoint_and_leaves_the_
     run.mkdir()
     state = torch.load(tiny["root"] / "target" / "ckpt.pt", weights_only=False)
     torch.save({**state, "total": 400}, run / "ckpt.pt")
+    (run / "command.txt").write_text("quickcode model train --steps 400 --run long-run\n")   # as the run kept it
     before = (run / "ckpt.pt").read_bytes()
     p = profile("test", threads=1)
     out = tiny["root"] / "long-run-cool"
+    argv = ["model", "train", "--cooldown-from", str(run), "--steps", "10"]
     result = train_model(tiny["data"], "test-target", p, out, out / "export", steps=10, minutes=None,
-                         cooldown_from=run)
+                         cooldown_from=run, argv=argv)
     branch = torch.load(out / "ckpt.pt", weights_only=False)
     assert branch["step"] == branch["total"] == 90 and branch["cooldown"]["from_step"] == 80
     assert branch["cooldown"]["lr0"] > 2 * branch["cooldown"]["lr_end"]
@@ -206,6 +208,9 @@ def test_a_cooldown_branch_decays_from_a_running_runs_checkpoint_and_leaves_the_
     assert (run / "ckpt.pt").read_bytes() == before
     prov = json.loads((out / "export" / "quickcode_train.json").read_text())
     assert prov["cooldown_from"] == str(run) and result["steps"] == 90
+    # the export names both commands that made it: the run's, then the branch's (its model card shows both)
+    assert prov["run_command"] == "quickcode model train --steps 400 --run long-run"
+    assert prov["command"] == " ".join(["quickcode", *argv]) == (out / "command.txt").read_text().strip()
     # resumed: the branch is finished, nothing more is trained
     again = train_model(tiny["data"], "test-target", p, out, out / "export", steps=10, minutes=None, cooldown_from=run)
     assert again["loss"] == pytest.approx(result["loss"])

@@ -44,6 +44,12 @@ def test_a_card_follows_its_folder(tmp_path):
     assert "held out: loss 2.500" in card and "licences of the kept files: MIT 40, PSF-2.0 700" in card
     assert "refused: GPL-3.0-only 3" in card
     assert "HumanEval" not in card and "has no report of these weights yet" in card
+    # a cooldown branch's export: the run's command, then the branch's
+    train.update(cooldown_from="runs/long", run_command="quickcode model train --run runs/long")
+    (tmp_path / "quickcode_train.json").write_text(json.dumps(train))
+    card = render(tmp_path, REPO)
+    assert card.index("```bash\nquickcode model train --run runs/long\n```") < card.index(
+        "cooldown branch (from the latest checkpoint of `runs/long`)") < card.index(f"```bash\n{train['command']}\n```")
 
 
 def test_a_draft_card_says_when_its_teacher_was_retrained(tmp_path):
