@@ -81,7 +81,7 @@ def prepare(data_dir: Path, sources: list[str], *, heldout_fraction: float = 0.0
 def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Path, argv: list[str]) -> dict:
     manifest = json.loads((data_dir / "manifest.json").read_text())
     return {
-        "kind": kind, "size": size, "profile": p.name, "command": " ".join(["quickcode", *argv]),
+        "kind": kind, "size": size, "profile": p.name, "command": command_line(argv),
         # the window length it learnt: the backend serves it with at most this context (backend/model_info.py)
         "trained_context_tokens": p.seq_len,
         "result": result, "data_summary": json.loads((data_dir / "summary.json").read_text()),
@@ -130,11 +130,15 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
 RUN_COMMAND = "command.txt"     # a run folder's first command: a cooldown branch's export names its run
 
 
+def command_line(argv: list[str]) -> str:
+    return " ".join(["quickcode", *argv])
+
+
 def _keep_command(run_dir: Path, argv: list[str]) -> None:
     path = Path(run_dir) / RUN_COMMAND
     if argv and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(" ".join(["quickcode", *argv]) + "\n")
+        path.write_text(command_line(argv) + "\n")
 
 
 def _kept_command(run_dir: Path) -> str:
