@@ -420,7 +420,8 @@ def run(args: argparse.Namespace) -> dict:
     for arm in arms:
         key = _piece_key(_sha(arm.target), _sha(arm.draft) if arm.draft else None, arm.settings,
                          args.max_tokens, args.typing_sessions, args.typing_chars, args.seed,
-                         [t.task_id for t in tasks], [c["prefix"][-200:] for c in served_idioms])
+                         [t.task_id for t in tasks], [c["prefix"][-200:] for c in served_idioms],
+                         code_digest(SERVING_CODE))
         if (done := _load_piece(args.work / f"served-{_slug(arm.name)}.json", key)) is not None:
             arm.results.update(done)
             print(f"[quality] {arm.name}: served figures of an earlier piece of this run reused",
@@ -460,7 +461,8 @@ def run(args: argparse.Namespace) -> dict:
     offline: dict[str, dict] = {}
     if not args.skip_offline and docs:
         for name, target in model_sets.items():
-            key = _piece_key(_sha(target), common_mods, args.idioms_per_kind, args.loss_windows)
+            key = _piece_key(_sha(target), common_mods, args.idioms_per_kind, args.loss_windows,
+                             code_digest(OFFLINE_CODE))
             piece = args.work / f"offline-{_slug(name)}.json"
             if (done := _load_piece(piece, key)) is None:
                 print(f"[quality] offline figures (PyTorch) for {name}", file=sys.stderr, flush=True)
@@ -477,8 +479,23 @@ def run(args: argparse.Namespace) -> dict:
 
 # ── pieces: a run cut by a time cap (/work/bin/heavy) continues where it stopped ───────────────────────────
 def _piece_key(*parts) -> str:
-    """What a piece's figures depend on (models by sha256, settings, the tasks asked)."""
+    """What a piece's figures depend on (models by sha256, settings, the tasks asked, the code's digest)."""
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
+
+
+SERVING_CODE = ("backend", "protocol", "benchmarks/quality.py")    # what answers /v1/completions, and how it is asked
+OFFLINE_CODE = ("draft_model", "backend/fim.py", "benchmarks/quality.py")   # the PyTorch figures
+
+
+def code_digest(paths: tuple[str, ...], root: Path = REPO) -> str:
+    """sha256 of the Python sources under `paths` (names and bytes): a piece measured with other code is not
+    reused (a baseline arm serves the committed models with the working tree's backend)."""
+    h = hashlib.sha256()
+    for rel in paths:
+        base = root / rel
+        for f in sorted([base] if base.is_file() else base.rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def _load_piece(path: Path, key: str) -> dict | None:

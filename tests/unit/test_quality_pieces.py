@@ -17,3 +17,23 @@ def test_a_piece_is_reused_only_under_the_same_key(tmp_path):
     assert _load_piece(piece, other_model) is None and _load_piece(piece, other_tasks) is None
     piece.write_text("{not json")                               # a piece cut while written is not trusted
     assert _load_piece(piece, key) is None
+
+
+def test_a_piece_measured_with_other_serving_code_is_not_reused(tmp_path):
+    """The baseline arm serves the committed models with the working tree's backend: a piece saved before the
+    backend changed (say, before line ends were healed) must not stand for the backend of now."""
+    from benchmarks.quality import code_digest
+
+    (tmp_path / "backend").mkdir()
+    (tmp_path / "backend" / "fim.py").write_text("HEAL = False\n")
+    (tmp_path / "bench.py").write_text("ASK = 1\n")
+    paths = ("backend", "bench.py")
+    before = code_digest(paths, tmp_path)
+    assert code_digest(paths, tmp_path) == before                       # stable
+    (tmp_path / "backend" / "fim.py").write_text("HEAL = True\n")
+    after_edit = code_digest(paths, tmp_path)
+    (tmp_path / "backend" / "heal.py").write_text("\n")                 # a new module counts too
+    assert len({before, after_edit, code_digest(paths, tmp_path)}) == 3
+    piece = tmp_path / "served-baseline.json"
+    _save_piece(piece, _piece_key("e8520faffef1", ["HumanEval/0/L1"], before), {"humaneval": []})
+    assert _load_piece(piece, _piece_key("e8520faffef1", ["HumanEval/0/L1"], code_digest(paths, tmp_path))) is None
