@@ -36,6 +36,7 @@ from pathlib import Path
 
 from benchmarks import typing_figures as tf
 from benchmarks.report import Report, md_table
+from benchmarks.rows import append_row, read_rows
 
 NAIVE = {"adaptive_debounce": False, "debounce_ms": 75.0, "cache": False, "inflight_reuse": False,
          "cancel_stale": False, "prefetch": False, "predictor": False, "warmup": False, "suggestion_unit": "block",
@@ -187,8 +188,7 @@ def _load_rows(path: Path | None, key: dict) -> dict[tuple[int, str, str], dict]
     rows = {}
     if path is None or not path.exists():
         return rows
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
+    for r in read_rows(path):
         if all(r.get(k) == v for k, v in key.items()):
             rows[(r["session"], r["arm"], r.get("developer", "whole"))] = r
     return rows
@@ -248,9 +248,7 @@ def run(args: argparse.Namespace) -> dict:
                 r.update(key, session=i, arm=name, file=seg[0].name, developer=dev)
                 rows[(i, name, dev)] = r
                 if args.rows is not None:
-                    args.rows.parent.mkdir(parents=True, exist_ok=True)
-                    with args.rows.open("a") as f:
-                        f.write(json.dumps(r) + "\n")
+                    append_row(args.rows, r)
             if spent():
                 print(f"[typing] time budget spent at segment {i + 1} of {len(segs)}; continue with the same --rows",
                       file=sys.stderr, flush=True)

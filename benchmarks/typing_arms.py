@@ -13,17 +13,11 @@ from a different hold than the base's: the machine's noise between holds is not 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from pathlib import Path
 
 from benchmarks import typing_figures as tf
-
-
-def read_rows(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        return [json.loads(line) for line in f if line.strip()]
+from benchmarks.rows import read_rows
 
 
 def by_segment(rows: list[dict], arm: str, developer: str, sessions: int) -> dict[int, dict]:

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gzip
 import io
-import json
 import sysconfig
 import tokenize
 from pathlib import Path
 
+from benchmarks.rows import read_rows
 from benchmarks.typing_figures import rid_of, shown_chars_by_request
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.places import chars_into_word, place_of
@@ -131,9 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     debounce = AdaptiveDebounce(read_ms=args.read_ms)
     if args.state is not None:
         debounce.load(args.state / "pauses.json")
-    with (gzip.open if args.rows.suffix == ".gz" else open)(args.rows, "rt") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    rows = sorted((r for r in rows if r["arm"] == args.arm and (args.sessions is None or r["session"] < args.sessions)
+    rows = sorted((r for r in read_rows(args.rows)
+                   if r["arm"] == args.arm and (args.sessions is None or r["session"] < args.sessions)
                    and r.get("developer", "whole") == args.developer), key=lambda r: r["session"])
     print("| segment | file | requests (warm-ups, prefetches) | decoded | shown | never shown | requests never "
           "shown: tokens by ending | beyond the shown text | accepted chars |\n|---|---|---|---|---|---|---|---|---|")
