@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.launch import start_backend
-from benchmarks.report import Report, md_table, pcts
+from benchmarks.report import Report, md_table, pcts, source_digest
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE_REV = "bf17389"       # main before this session's first model change: the models the issue measured
@@ -488,14 +488,10 @@ OFFLINE_CODE = ("draft_model", "backend/fim.py", "benchmarks/quality.py")   # th
 
 
 def code_digest(paths: tuple[str, ...], root: Path = REPO) -> str:
-    """sha256 of the Python sources under `paths` (names and bytes): a piece measured with other code is not
-    reused (a baseline arm serves the committed models with the working tree's backend)."""
-    h = hashlib.sha256()
-    for rel in paths:
-        base = root / rel
-        for f in sorted([base] if base.is_file() else base.rglob("*.py")):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    """The Python sources under `paths`: a piece measured with other code is not reused (a baseline arm serves
+    the committed models with the working tree's backend)."""
+    return source_digest(f for rel in paths
+                         for f in ([root / rel] if (root / rel).is_file() else (root / rel).rglob("*.py")))
 
 
 def _load_piece(path: Path, key: str) -> dict | None:

@@ -6,6 +6,7 @@ headline figures.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import platform
@@ -15,6 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPORTS = Path(__file__).resolve().parent / "reports"
+
+
+def source_digest(files) -> str:
+    """What a run's figures were measured with: sha256 of the files (name and bytes, in path order), 12 hex
+    digits — `bench typing`'s client code key, `bench quality`'s piece keys."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 def percentile(values, q: float) -> float:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import math
 import sys
@@ -35,7 +34,7 @@ import sysconfig
 from pathlib import Path
 
 from benchmarks import typing_figures as tf
-from benchmarks.report import Report, md_table
+from benchmarks.report import Report, md_table, source_digest
 from benchmarks.rows import append_row, read_rows
 
 NAIVE = {"adaptive_debounce": False, "debounce_ms": 75.0, "cache": False, "inflight_reuse": False,
@@ -161,11 +160,8 @@ async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir:
 
 def _code_key() -> str:
     """What the pooled sessions must share: the language server's code (and the simulator's)."""
-    h = hashlib.sha256()
     sim = [REPO / "benchmarks" / "editor_sim.py", REPO / "benchmarks" / "accept_rule.py"]
-    for p in sorted([*(REPO / "lsp_client").glob("*.py"), *sim]):
-        h.update(p.name.encode() + p.read_bytes())
-    return h.hexdigest()[:12]
+    return source_digest([*(REPO / "lsp_client").glob("*.py"), *sim])
 
 
 def _setting_key(args) -> dict:
