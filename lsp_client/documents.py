@@ -39,6 +39,7 @@ class Ask:
     t0: float
     generation: int
     snapshot: str        # the document text it was asked on (compared by identity: any edit moves on)
+    line: bool = False   # the best of several lines, asked for: not what the cache or a running request has
 
     def superseded(self, docs: dict) -> bool:
         """A newer keystroke or request for this document took over."""

@@ -69,6 +69,7 @@ class Flight:
     place: str | None = None         # the kind of place it was asked at
     cancel_ms: float | None = None   # sent → cancelled
     grow: Grow | None = None
+    line: bool = False       # a best-of line (Complete.best_of): shown whole, whatever the suggestion unit
     changed: asyncio.Event = field(default_factory=asyncio.Event, repr=False)   # set on every change
 
     @property

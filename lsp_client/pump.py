@@ -48,7 +48,7 @@ class Pump:
         self.acc.stats.backend_requests += 1
         flight = Flight(msg.id, uri, ctx.prefix, ctx.suffix_head, prefetch=msg.priority is Priority.PREFETCH,
                         started_s=self.clock.now(), start=ctx.prefix_start, prefill_only=msg.prefill_only, shape=shape,
-                        head_cut=ctx.head_cut)
+                        head_cut=ctx.head_cut, line=msg.best_of > 1)
         if not msg.prefill_only:
             for old in self.inflight.add(flight):
                 self.cancel(old, End.SUPERSEDED)
@@ -103,7 +103,8 @@ class Pump:
     async def wait_for_text(self, flight: Flight, ctx: Context, sh: Shape, t0: float) -> tuple[str, int, bool]:
         """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed,
         final).
-        By the client's suggestion unit (postprocess.showable): a word is shown as soon as it is settled. A line
+        By the client's suggestion unit (postprocess.showable; a best-of line: whole): a word is shown as soon
+        as it is settled. A line
         or block: once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
         written shows what is settled (postprocess.early: complete lines and the complete words of the line
         being written): on a slow engine the pause may end before the line does, and text shown is text not
@@ -121,7 +122,8 @@ class Pump:
                 final, now = False, self.clock.now()
                 if fit is Fit.REUSABLE:
                     text, final = postprocess.showable(flight.streamed[typed:], sh, flight.finished,
-                                                       now >= patience, self.cfg.suggestion_unit)
+                                                       now >= patience,
+                                                       "block" if flight.line else self.cfg.suggestion_unit)
                 if final or flight.finished or now >= deadline or (text and now >= patience):
                     return text, typed, final or flight.finished
                 try:

@@ -123,14 +123,14 @@ class Session:
             raise
 
     async def _complete(self, uri: str, offset: int, explicit: bool, retry=False, best_of=0) -> Suggestion | None:
-        ask = self._ask(uri, offset)
+        ask = self._ask(uri, offset, best_of > 1)
         if ask is None:
             self.stats.not_asked += 1
             return None
         hit = self._from_cache(ask)
         if hit is not None:
             return hit
-        flight, launched = self._reusable_flight(uri, ask.ctx), False
+        flight, launched = None if ask.line else self._reusable_flight(uri, ask.ctx), False
         if flight is None:
             if not explicit and ((local := self._from_document(ask)) is not None or self._skips(ask)):
                 return local
@@ -141,7 +141,7 @@ class Session:
             hit = self._from_cache(ask)
             if hit is not None:
                 return hit
-            flight = self._reusable_flight(uri, ask.ctx)
+            flight = None if ask.line else self._reusable_flight(uri, ask.ctx)
             if flight is None:
                 flight, launched = self._launch(ask.doc, ask.ctx, best_of=best_of), True
                 if flight is None:
@@ -158,7 +158,7 @@ class Session:
             return await self._complete(uri, offset, explicit, best_of=best_of)
         return self._answer(ask, flight, text, typed, final, launched)
 
-    def _ask(self, uri: str, offset: int) -> Ask | None:
+    def _ask(self, uri: str, offset: int, line: bool = False) -> Ask | None:
         doc = self.docs.get(uri)
         if doc is None or not self.cfg.language_enabled(doc.language):
             return None
@@ -167,7 +167,7 @@ class Session:
         doc.last_cursor = offset
         ctx = self._context(doc, offset)
         self.outcomes.on_position(uri, ctx.prefix, t0)
-        return Ask(doc, offset, ctx, self._shape(ctx), t0, doc.generation, doc.text)
+        return Ask(doc, offset, ctx, self._shape(ctx), t0, doc.generation, doc.text, line)
 
     def _from_document(self, ask: Ask) -> Suggestion | None:
         """The rest of the word from the document's identifiers (docwords.py): shown at once, nothing asked."""
@@ -242,7 +242,7 @@ class Session:
     def _from_cache(self, ask: Ask) -> Suggestion | None:
         """A suggestion from the cache, or None. A cached rest that post-processes to nothing here is a miss
         (an older request's text), not "nothing to show": a request asked here may have something."""
-        if not self.cfg.cache:
+        if not self.cfg.cache or ask.line:
             return None
         hit = self.cache.get(ask.ctx.prefix, ask.ctx.suffix_head)
         if hit is None:

@@ -54,3 +54,21 @@ async def test_an_invoked_completion_shows_the_best_line_and_an_automatic_one_st
     assert [i.insert_text for i in res.items] == ["    return w + h"], res
     new = set(engine.requests) - before
     assert len(new) == 1 and not any(k.endswith(("-g-0", "-n-0")) for k in new), new
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
+async def word_client(lsp_client: LanguageClient, fake_backend):
+    engine = FakeEngine(fake_settings(), script=script, scorer=scorer)
+    ENGINE[:] = [engine]
+    b = fake_backend(engine)
+    await connect(lsp_client, b.ws_url, {"explicitBestOf": 5})        # the client's defaults: the word unit, cache on
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_by_the_word_unit_an_invoked_best_line_is_shown_whole_not_the_cached_word(word_client: LanguageClient):
+    open_doc(word_client, TEXT)
+    auto = await word_client.text_document_inline_completion_async(inline_params(TEXT, invoked=False))
+    assert [i.insert_text for i in auto.items] == ["    return"], auto       # typing: the next word (and cached)
+    res = await word_client.text_document_inline_completion_async(inline_params(TEXT, invoked=True))
+    assert [i.insert_text for i in res.items] == ["    return w * h2"], res  # asked for: the best line, whole
