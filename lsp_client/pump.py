@@ -104,11 +104,10 @@ class Pump:
         """Wait on `flight` until the text to show at `ctx` is final or the deadline passes: (text, typed,
         final).
         By the client's suggestion unit (postprocess.showable; a best-of line: whole): a word is shown as soon
-        as it is settled. A line
-        or block: once the patience is spent (`line_patience_ms`, `block_patience_ms`), a suggestion still being
-        written shows what is settled (postprocess.early: complete lines and the complete words of the line
-        being written): on a slow engine the pause may end before the line does, and text shown is text not
-        generated in vain.
+        as it is settled. A line or block: once the patience is spent (`line_patience_ms`, `block_patience_ms`),
+        a suggestion still being written shows what is settled (postprocess.early: complete lines and the
+        complete words of the line being written): on a slow engine the pause may end before the line does, and
+        text shown is text not generated in vain.
         The rest streams on into the flight, for the keystrokes that type through it."""
         deadline = t0 + self.cfg.deadline_ms / 1000
         patience = min(deadline, t0 + self.patience_ms(sh) / 1000)
