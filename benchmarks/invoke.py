@@ -186,12 +186,12 @@ async def _run_arms(url: str, arms: list[str], todo: list[tuple[Path, str, str]]
 
 def run(args: argparse.Namespace) -> dict:
     from backend.launch import start_backend, stop_backend
-    from benchmarks.typing import _files
+    from benchmarks.typing import held_out_files
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     if not arms or not set(arms) <= set(ARMS):
         raise SystemExit(f"--arms: any of {', '.join(ARMS)} (got {args.arms!r})")
-    files = _files(args)
+    files = held_out_files(args)
     per_file = -(-args.places // len(files))
     todo = []
     for k, f in enumerate(files):

@@ -283,7 +283,7 @@ def typing_sessions(ws_url: str, n: int, chars: int, seed: int) -> dict:
 
     from benchmarks import typing as typing_bench
 
-    segs = typing_bench._segments(typing_bench._files(argparse.Namespace(files=None)), n, chars, seed)
+    segs = typing_bench._segments(typing_bench.held_out_files(argparse.Namespace(files=None)), n, chars, seed)
     rows = []
     for i, seg in enumerate(segs):
         print(f"[quality] typing session {i + 1}/{len(segs)}: {seg[0].name}", file=sys.stderr, flush=True)

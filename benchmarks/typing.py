@@ -74,7 +74,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
 
 
-def _files(args) -> list[Path]:
+def held_out_files(args) -> list[Path]:
+    """`--files`, else the standard-library modules held out of the models' training (DEFAULT_FILES)."""
     if getattr(args, "files", None):
         return [Path(f) for f in args.files]
     stdlib = Path(sysconfig.get_paths()["stdlib"])
@@ -212,7 +213,7 @@ def run(args: argparse.Namespace) -> dict:
     dev_arg = getattr(args, "developer", "whole")
     devs = ["whole", "word"] if dev_arg == "both" else [dev_arg]
     rows = _load_rows(args.rows, key)
-    segs = _segments(_files(args), args.sessions, args.chars, args.seed)
+    segs = _segments(held_out_files(args), args.sessions, args.chars, args.seed)
     todo = [i for i in range(len(segs)) if any((i, a, d) not in rows for a in arms for d in devs)]
     t_start = time.monotonic()
     args.started_s = time.time()
