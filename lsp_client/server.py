@@ -38,6 +38,7 @@ class QuickcodeServer(LanguageServer):
         self.client_name = "unknown"
         self.input: PipeReader | None = None     # stdio.serve's reader (None: not known what is pending)
         self.arrivals: LRU = LRU(256)           # request id → Arrival
+        self.more_at: tuple[str, int, int] | None = None   # (uri, line, character) of the last moreText sent
 
     def report_server_error(self, error: Exception, source) -> None:
         """A failure outside a completion answer (a change to a document that is not open, a message pygls could
@@ -88,6 +89,7 @@ class QuickcodeServer(LanguageServer):
         there (our VS Code and Neovim integrations do; other editors ask again on the next keystroke)."""
         try:
             pos = self.position_at(uri, offset)
+            self.more_at = (uri, pos.line, pos.character)
             self.protocol.notify(MORE_NOTIFICATION, {"textDocument": {"uri": uri},
                                                      "position": {"line": pos.line, "character": pos.character}})
         except Exception:  # the document closed meanwhile, or no client attached
@@ -182,8 +184,11 @@ async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit:
 
 async def inline_completion(ls: QuickcodeServer, params: T.InlineCompletionParams):
     explicit = params.context is not None and params.context.trigger_kind == T.InlineCompletionTriggerKind.Invoked
-    s = await suggest(ls, params.text_document.uri, params.position, explicit,
-                      ls.session.cfg.explicit_best_of if explicit and ls.session is not None else 0)
+    # our VS Code extension re-asks where moreText said with the trigger command (Invoked): the rest, not a best-of
+    where = (params.text_document.uri, params.position.line, params.position.character)
+    re_ask, ls.more_at = where == ls.more_at, None
+    best_of = ls.session.cfg.explicit_best_of if explicit and not re_ask and ls.session is not None else 0
+    s = await suggest(ls, params.text_document.uri, params.position, explicit, best_of)
     return answer.inline_list(s, None if s is None else ls.position_at(params.text_document.uri, s.offset))
 
 

@@ -42,6 +42,15 @@ async def client(lsp_client: LanguageClient, held):
     await lsp_client.shutdown_session()
 
 
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
+async def best_of_client(lsp_client: LanguageClient, held):
+    b, _, _ = held
+    await connect(lsp_client, b.ws_url, {"suggestionUnit": "block", "linePatienceMs": 1, "blockPatienceMs": 1,
+                                        "explicitBestOf": 5})
+    yield
+    await lsp_client.shutdown_session()
+
+
 async def _written(clock: ManualClock, engine: FakeEngine, req, done) -> bool:
     """Move the clock a token's time on unless `done()` (a token is due only to a sleeper already waiting:
     at most one token per move), then say whether it is done."""
@@ -57,11 +66,22 @@ async def _async(value):
 
 
 async def test_a_line_shown_early_is_completed_when_the_editor_asks_again(client: LanguageClient, held):
+    await _shown_early_then_completed(client, held, invoked=False)
+
+
+async def test_the_vs_code_re_ask_is_served_from_the_same_generation_with_explicit_best_of(
+        best_of_client: LanguageClient, held):
+    """Our VS Code extension re-asks with `editor.action.inlineSuggest.trigger`, an Invoked request: at the place
+    the notice named it is the rest of the line, not a new best-of request."""
+    await _shown_early_then_completed(best_of_client, held, invoked=True)
+
+
+async def _shown_early_then_completed(client: LanguageClient, held, invoked: bool) -> None:
     _, engine, clock = held
     notices: list = []
     client.feature("$/quickcode/moreText")(lambda params: notices.append(_plain(params)))
     open_doc(client, TEXT)
-    task = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT)))
+    task = asyncio.create_task(client.text_document_inline_completion_async(inline_params(TEXT, invoked=False)))
     await until_async(lambda: _async(engine.live and engine.live[0].state == "running"),
                       "the request to run in the engine", hang_s=HANG_S)
     (req,) = engine.live
@@ -78,7 +98,8 @@ async def test_a_line_shown_early_is_completed_when_the_editor_asks_again(client
     pos = end_pos(TEXT)
     assert notices == [{"textDocument": {"uri": URI}, "position": {"line": pos.line, "character": pos.character}}]
     before = (await command(client, "quickcode.stats"))["backend_requests"]
-    again = await client.text_document_inline_completion_async(inline_params(TEXT, invoked=False))
+    again = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(TEXT, invoked=invoked)),
+                                   HANG_S)
     assert again.items, "asked again where the notice said, the whole line is there"
     assert again.items[0].insert_text == "".join(LINE).rstrip("\n"), (first, again.items[0].insert_text)
     assert (await command(client, "quickcode.stats"))["backend_requests"] == before
