@@ -41,7 +41,7 @@ class ClientConfig:
     # many lines (the backend's best_of: the greedy line and samples, scored by the code around them), shown
     # whole whatever the suggestion unit. HumanEval single-line exact 12.5 vs 7.0 % at 5 (quality.md); invoked
     # at 150 places of held-out files (benchmarks/reports/invoke.md): exact lines 7.3 vs 3.3 % (a word), but a
-    # Tab-only developer takes 0.40x the characters a word gives, word by word 1.69x; p50 169 vs 20 ms. 0/1: off
+    # Tab-only developer takes 0.40x the characters a word gives, word by word 1.69x; p50 176 vs 21 ms. 0/1: off
     explicit_best_of: int = 0
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
                                         # costs tokens: at 3, most of them were never shown — bench typing)
