@@ -28,7 +28,7 @@ import tokenize
 from pathlib import Path
 
 from benchmarks.accept_rule import accepted_len
-from benchmarks.report import Report, md_table, percentile, source_digest
+from benchmarks.report import Report, md_table, paired_bootstrap, percentile, source_digest
 from benchmarks.typing_cost import string_spans
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,27 +108,20 @@ INTERVAL_KEYS = ("exact_share", "whole_chars", "word_chars", "wrong_share", "p50
 def intervals(by_arm: dict[str, list[dict]], draws: int = 2000, seed: int = 0, level: float = 0.90) -> dict:
     """{"arm.key": [lo, hi], "arm/other.key": [lo, hi] (ratio of sums, or difference of shares and ms)} by
     resampling places with replacement, the same places for every arm. Rows: {"score": …, "ms": …}."""
-    rng = random.Random(seed)
     arms = list(by_arm)
-    n = len(by_arm[arms[0]])
-    samples: dict[str, list[float]] = {}
-    for _ in range(draws):
-        idx = [rng.randrange(n) for _ in range(n)]
+
+    def measure(idx: list[int]) -> dict[str, float]:
         s = {a: summarize([by_arm[a][i]["score"] for i in idx],
                           [by_arm[a][i]["ms"] for i in idx if by_arm[a][i]["ms"] is not None]) for a in arms}
+        out = {f"{a}.{k}": s[a][k] for a in arms for k in INTERVAL_KEYS}
         for a in arms:
-            for k in INTERVAL_KEYS:
-                samples.setdefault(f"{a}.{k}", []).append(s[a][k])
-            for b in arms:
-                if b == a:
-                    continue
+            for b in (b for b in arms if b != a):
                 for k in INTERVAL_KEYS:
                     x, y = s[a][k], s[b][k]
-                    v = (x / y if y else float("nan")) if k.endswith("_chars") else x - y
-                    samples.setdefault(f"{a}/{b}.{k}", []).append(v)
-    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
-    return {k: [percentile([x for x in xs if x == x], lo), percentile([x for x in xs if x == x], hi)]
-            for k, xs in samples.items()}
+                    out[f"{a}/{b}.{k}"] = (x / y if y else float("nan")) if k.endswith("_chars") else x - y
+        return out
+
+    return paired_bootstrap(len(by_arm[arms[0]]), measure, draws, seed, level)
 
 
 # ── the run

@@ -37,6 +37,25 @@ def percentile(values, q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+def paired_bootstrap(n: int, measure, draws: int = 2000, seed: int = 0, level: float = 0.90) -> dict:
+    """`level` intervals of the figures `measure(idx)` returns ({name: value}) for `n` units (sessions, places,
+    prompts) resampled with replacement, the same draw for every arm measured inside it (paired): {name: [lo,
+    hi]}; NaN draws are left out ([nan, nan] when all are)."""
+    import random
+
+    rng = random.Random(seed)
+    samples: dict[str, list[float]] = {}
+    for _ in range(draws):
+        for k, v in measure([rng.randrange(n) for _ in range(n)]).items():
+            samples.setdefault(k, []).append(v)
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+    out = {}
+    for k, xs in samples.items():
+        xs = [x for x in xs if not math.isnan(x)]
+        out[k] = [percentile(xs, lo), percentile(xs, hi)] if xs else [math.nan, math.nan]
+    return out
+
+
 def pcts(values, qs=(50, 95, 99)) -> dict[str, float]:
     return {f"p{q}": round(percentile(values, q), 3) for q in qs}
 

@@ -27,10 +27,9 @@ takes a suggestion only whole, `word` also its right words); what counts as a ri
 from __future__ import annotations
 
 import math
-import random
 
 from benchmarks.accept_rule import accepted_len
-from benchmarks.report import percentile
+from benchmarks.report import paired_bootstrap, percentile
 
 PAUSE_MS = 300.0
 
@@ -164,24 +163,14 @@ INTERVAL_KEYS = ("accepted_per_100", "backend_requests", "engine_tokens_per_acce
 def intervals(figs: dict[str, list[dict]], draws: int = 2000, seed: int = 0, level: float = 0.90) -> dict:
     """`level` intervals by resampling whole sessions with replacement, paired (the same sessions for every
     arm: they typed the same segments): each arm's figures and the contrasts. {name: [lo, hi]}."""
-    rng = random.Random(seed)
-    n = len(next(iter(figs.values())))
-    samples: dict[str, list[float]] = {}
-    for _ in range(draws):
-        idx = [rng.randrange(n) for _ in range(n)]
+    def measure(idx: list[int]) -> dict[str, float]:
         arms = {a: summarize([fs[i] for i in idx]) for a, fs in figs.items()}
-        for a, s in arms.items():
-            for k in INTERVAL_KEYS:
-                samples.setdefault(f"{a}.{k}", []).append(s[k])
+        out = {f"{a}.{k}": s[k] for a, s in arms.items() for k in INTERVAL_KEYS}
         if "ours" in arms and len(arms) > 1:
-            for k, v in contrasts(arms).items():
-                samples.setdefault(k, []).append(v)
-    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
-    out = {}
-    for k, xs in samples.items():
-        xs = [x for x in xs if not math.isnan(x)]
-        out[k] = [percentile(xs, lo), percentile(xs, hi)] if xs else [math.nan, math.nan]
-    return out
+            out.update(contrasts(arms))
+        return out
+
+    return paired_bootstrap(len(next(iter(figs.values()))), measure, draws, seed, level)
 
 
 def _covering(accepts: list[dict], at: int) -> dict | None:
