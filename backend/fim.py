@@ -133,9 +133,10 @@ def uses_fim(policy: str, suffix: str) -> bool:
     """Whether a completion is asked as fill-in-the-middle. `always`; or `mid_line`: only when text follows
     the cursor on its line — at the end of a line the prompt is the plain prefix (the lines below are not
     shown to the model), for models whose left-to-right completion is much better than their infilling (the
-    embedded default's tiny target: 9/60 held-out idiom lines exact from the plain prefix, 0/60 as FIM)."""
-    if policy == "always":
-        return True
+    embedded default's tiny target: 9/60 held-out idiom lines exact from the plain prefix, 0/60 as FIM);
+    `never`: the plain prefix only, for a model with no FIM tokens (the text after the cursor not shown)."""
+    if policy in ("always", "never"):
+        return policy == "always"
     nl = suffix.find("\n")          # the rest of the cursor's line, without copying the (long) file's rest
     return bool((suffix if nl < 0 else suffix[:nl]).strip())
 
@@ -195,6 +196,7 @@ def complete_prompt(msg, s, tok: Tokenizer, t: FimTemplate, budget: int) -> tupl
     heal_tok = tok if s.heal_token else None
     prefix, healed = heal(to_lf(msg.prefix), s.heal_space, heal_tok,
                           token_texts(heal_tok) if heal_tok else None, s.heal_line_end)
-    ids = build_prompt(tok, t, prefix, to_lf(msg.suffix), budget, snippets, s.fim_policy,
+    policy = "never" if t.prefix_only else s.fim_policy
+    ids = build_prompt(tok, t, prefix, to_lf(msg.suffix), budget, snippets, policy,
                        files=files if t.file_id is not None else None, path=msg.path)
     return ids, healed

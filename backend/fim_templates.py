@@ -80,6 +80,9 @@ class FimTemplate:
     # and the completion continues it (False, `spm_middle_token: false` in quickcode_fim.json: the FIM paper's
     # and StarCoder's SPM keep prefix and middle contiguous, so the model's left-to-right skill carries over)
     spm_middle: bool = True
+    # the model has no FIM tokens (quickcode_fim.json `prefix_only`: its three tokens are placeholders so that
+    # the folder loads): every prompt is the plain prefix, whatever `fim_policy` says
+    prefix_only: bool = False
 
     @classmethod
     def from_preset(cls, p: FimPreset, tok: Tokenizer, order: str = "auto") -> "FimTemplate":
@@ -103,7 +106,8 @@ class FimTemplate:
             raise ValueError(f"{where}: the tokenizer lacks the FIM tokens {missing}")
         return cls(found["prefix_token"], found["suffix_token"], found["middle_token"], found["eot_token"],
                    spec.get("order", "psm") if order == "auto" else order, "quickcode_fim.json",
-                   stop_ids=(found["eot_token"],), spm_middle=bool(spec.get("spm_middle_token", True)))
+                   stop_ids=(found["eot_token"],), spm_middle=bool(spec.get("spm_middle_token", True)),
+                   prefix_only=bool(spec.get("prefix_only", False)))
 
     @classmethod
     def load(cls, model_dir: Path, tok: Tokenizer, order: str = "auto",

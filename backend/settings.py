@@ -52,8 +52,9 @@ class Settings(BaseSettings):
                           "starcoder2", "starcoder"] = "auto"
     # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
     # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real
-    # models)
-    fim_policy: Literal["always", "mid_line"] = "mid_line"
+    # models); never: the plain prefix only (a model with no FIM tokens, e.g. one imported from a registry
+    # wheel; its quickcode_fim.json `prefix_only` makes it so whatever this says)
+    fim_policy: Literal["always", "mid_line", "never"] = "mid_line"
     heal_space: bool = True               # a prefix ending in a space: the model writes it (fim.py `heal`)
     # and a prefix ending in anything else gives back what one token can write of its last piece (`super().` →
     # `super` + `().`, `controlCharP` → `controlChar` + `P`): the model

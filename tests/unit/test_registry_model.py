@@ -129,6 +129,7 @@ def test_placeholder_fim_only_for_a_vocabulary_without_fim_tokens():
     fim = rm.placeholder_fim(md, rm.tokenizer(md))
     assert {k: fim[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")} == {
         "prefix_token": "<x>", "suffix_token": "<y>", "middle_token": "<z>", "eot_token": "<|endoftext|>"}
+    assert fim["prefix_only"] is True      # the backend then never sends those placeholders (backend/fim.py)
     starcoder = _vocab(["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<file_sep>"])
     assert rm.placeholder_fim(starcoder, rm.tokenizer(starcoder)) is None
     with pytest.raises(ValueError, match="too few spare control tokens"):
