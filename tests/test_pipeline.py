@@ -100,6 +100,21 @@ def test_wide_vocabulary_bins_round_trip(tmp_path):
     assert load_bin(path).tolist() == arr.tolist()
 
 
+def test_cpu_quality_profile_config_loads_into_settings_and_engine_args(monkeypatch):
+    """configs/cpu-smollm2.toml (the registry model that `scripts/setup.sh smollm2` makes): INT8 served, no
+    speculation (the embedded draft's vocabulary is another)."""
+    from backend.settings import Settings
+    from backend.vllm_engine import engine_args
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "cpu-smollm2.toml"))
+    s = Settings()  # extra="forbid": a key that is not a Settings field fails here
+    assert (s.precision, s.spec_method, s.max_model_len) == ("int8", "off", 2048)
+    assert s.target_path == s.model_int8 == Path("runs/registry-smollm2-int8")
+    args = engine_args(s)
+    assert args.model == str(s.model_int8) and args.speculative_config is None
+
+
 def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
     from backend.vllm_engine import engine_args
     from backend.settings import Settings
