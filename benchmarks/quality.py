@@ -221,6 +221,15 @@ class Arm:
     note: str = ""
     results: dict = field(default_factory=dict)
 
+    def speculation(self) -> str:
+        """What the arm's server speculates with: its `spec_method` (set, else the server's default), `off`
+        when that is the draft but the arm has none (a draft folder passed is not a draft used)."""
+        from backend.settings import Settings
+
+        set_ = [kv.partition("=")[2] for kv in self.serve_settings() if kv.startswith("spec_method=")]
+        method = set_[-1] if set_ else Settings.model_fields["spec_method"].default
+        return "off" if method == "draft" and self.draft is None else method
+
     def serve_settings(self) -> list[str]:
         s = [f"model={self.target}"]
         s += [f"draft_model={self.draft}"] if self.draft is not None else ["spec_method=off"]
@@ -549,9 +558,9 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
     arm_rows = []
     for a in arms:
         s = " ".join(f"`{kv}`" for kv in a.settings) or "defaults"
-        arm_rows.append([a.name, a.source, _sha(a.target), "yes" if a.draft else "no", s,
+        arm_rows.append([a.name, a.source, _sha(a.target), a.speculation(), s,
                          a.results.get("start_s", "–"), a.note or ""])
-    rep.add("## Arms\n\n" + md_table(["arm", "models", "target sha256", "draft (speculation)", "settings",
+    rep.add("## Arms\n\n" + md_table(["arm", "models", "target sha256", "speculation", "settings",
                                        "server ready s", "note"], arm_rows)
             + (f"\n\n{same_note}" if same_note else ""))
 

@@ -123,3 +123,11 @@ def test_an_arm_with_its_own_model_folder_is_served_alone_with_no_offline_figure
     assert imp.settings == ["max_tokens_limit=64", "spec_method=off"]
     assert imp.serve_settings()[0] == f"model={other}"
     assert copy.target == cur.target and copy.model_set == "current" and copy.settings[-1] == "copy_lambdas=0.1,0.2"
+    # the report's speculation column: what the server does, not whether a draft folder was passed
+    assert [a.speculation() for a in arms] == ["off", "off", "off"]
+    cur.draft = REPO / "models" / "draft"
+    assert cur.speculation() == "off"                     # the server's default: plain decoding
+    cur.settings = ["spec_method=draft"]
+    assert cur.speculation() == "draft"
+    imp.settings = ["spec_method=ngram"]
+    assert imp.speculation() == "ngram"
