@@ -170,7 +170,7 @@ def build_prompt(tok: Tokenizer, t: FimTemplate, prefix: str, suffix: str, max_p
     else:
         snip, ctx = (keep_tail(tok, snippets_text, budget // 4) if snippets_text else []), []
     used = len(snip) + len(ctx)
-    if not uses_fim(fim_policy, suffix):
+    if t.prefix_only or not uses_fim(fim_policy, suffix):    # a model with no FIM tokens: never infilled
         return [*bos, *ctx, *snip, *keep_tail(tok, prefix, budget - used)]
     suf = keep_head(tok, suffix, budget // 4) if suffix else []
     pre = keep_tail(tok, prefix, budget - len(suf) - used)
@@ -196,7 +196,6 @@ def complete_prompt(msg, s, tok: Tokenizer, t: FimTemplate, budget: int) -> tupl
     heal_tok = tok if s.heal_token else None
     prefix, healed = heal(to_lf(msg.prefix), s.heal_space, heal_tok,
                           token_texts(heal_tok) if heal_tok else None, s.heal_line_end)
-    policy = "never" if t.prefix_only else s.fim_policy
-    ids = build_prompt(tok, t, prefix, to_lf(msg.suffix), budget, snippets, policy,
+    ids = build_prompt(tok, t, prefix, to_lf(msg.suffix), budget, snippets, s.fim_policy,
                        files=files if t.file_id is not None else None, path=msg.path)
     return ids, healed

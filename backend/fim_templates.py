@@ -81,7 +81,7 @@ class FimTemplate:
     # and StarCoder's SPM keep prefix and middle contiguous, so the model's left-to-right skill carries over)
     spm_middle: bool = True
     # the model has no FIM tokens (quickcode_fim.json `prefix_only`: its three tokens are placeholders so that
-    # the folder loads): every prompt is the plain prefix, whatever `fim_policy` says
+    # the folder loads): every prompt is the plain prefix, whatever `fim_policy` says (fim.py `build_prompt`)
     prefix_only: bool = False
 
     @classmethod

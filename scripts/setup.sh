@@ -76,7 +76,8 @@ setup_smollm2() {   # the cpu-smollm2 profile's models (configs/cpu-smollm2.toml
     setup_quant
     log "quantizing it to W8A8 INT8 (GPTQ, calibrated on the standard library in its vocabulary: ~6 min)"
     .venv/bin/quickcode model prepare --data runs/data-smollm2 --tokenizer-from runs/registry-smollm2 \
-      --source stdlib --fim-rate 0 --passes 1 --chunk-chars 4000 >/dev/null 2>&1
+      --source stdlib --fim-rate 0 --passes 1 --chunk-chars 4000 >runs/prepare-smollm2.log 2>&1 \
+      || { tail -5 runs/prepare-smollm2.log >&2; exit 1; }
     .venv/bin/quickcode model quantize --src runs/registry-smollm2 --out runs/registry-smollm2-int8 \
       --data runs/data-smollm2 --eval-windows 16 --vllm-prompts 0 2>&1 | tail -1
   fi
