@@ -313,3 +313,88 @@ def test_neovim_accept_word_reports_partial(backend, tmp_path):
         t.report("neovim accept word")
         nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
         nvim.close()
+
+
+def _ghost_to_type_through(nvim) -> tuple[str, str]:
+    """A context whose ghost text has 2+ characters on the cursor's line: (buffer before, ghost)."""
+    seen = []
+    for before, typed in CONTEXTS:
+        set_context(nvim, before)
+        nvim.input(typed)
+        ghost = wait_until(lambda: ghost_text(nvim), GHOST_TIMEOUT_S)
+        seen.append(ghost)
+        if ghost and len(ghost) >= 2 and "\n" not in ghost[:2] and ghost[0] not in "<\\":
+            return buffer_text(nvim), ghost
+    print("[neovim] ghosts seen:", seen)
+    return "", ""
+
+
+def test_neovim_tab_after_typing_into_the_ghost_text_inserts_it_once(backend, tmp_path):
+    """Neovim 0.12 keeps showing an item while the user types into it (the next request is 200 ms after the
+    last key), and its own accept replaced the range as asked: Tab after typing the ghost's first character
+    wrote that character twice (`print(f"` + Tab → `print(f"f`). The plugin places the item on the buffer as
+    it is: the typed part kept, the rest inserted once; a key that contradicts the item makes Tab insert none
+    of it."""
+    lsp_log = tmp_path / "lsp.log"
+    path = tmp_path / "through.py"
+    path.write_text("")
+    nvim = start_nvim(tmp_path, backend, lsp_log, "auto")
+    try:
+        open_and_connect(nvim, path)
+        before, ghost = _ghost_to_type_through(nvim)
+        assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
+        nvim.input(ghost[0] + "<Tab>")                 # one key into the ghost text, then Tab at once
+        expected = before + ghost
+        assert wait_until(lambda: buffer_text(nvim) != before + ghost[0], 5.0), "Tab did nothing"
+        time.sleep(0.3)
+        assert buffer_text(nvim) == expected, (buffer_text(nvim), expected)    # the typed character once
+
+        before, ghost = _ghost_to_type_through(nvim)
+        assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
+        other = "#" if ghost[0] != "#" else "@"          # a key the ghost text does not start with
+        nvim.input(other + "<Tab>")
+        time.sleep(0.5)
+        assert buffer_text(nvim) == before + other, (buffer_text(nvim), before + other, ghost)
+    finally:
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
+        nvim.close()
+
+
+def test_neovim_placement_of_an_item_on_the_buffer_as_it_is_now(tmp_path):
+    """The plugin's pure placement rule (`_placement`), in a real Neovim: nothing typed since → the item's range
+    as asked; typed into it (also across a line break) → the rest at the cursor; contradicted → nil."""
+    nvim = pynvim.attach("child", argv=[nvim_binary(), "--embed", "--headless", "--clean", "-n"])
+    try:
+        nvim.exec_lua("vim.opt.runtimepath:prepend(...)", str(PLUGIN))
+        got = nvim.exec_lua("""
+          local q = require('quickcode')
+          local buf = { 'x = foo', '    bar' }
+          local function get_text(r0, c0, r1, c1)
+            local out = {}
+            for r = r0, r1 do
+              local line = buf[r + 1]
+              local a = (r == r0) and c0 or 0
+              local b = (r == r1) and c1 or #line
+              table.insert(out, line:sub(a + 1, b))
+            end
+            return out
+          end
+          local function item(text, r, c)
+            return { insert_text = text, range = { start = { row = r, col = c }, end_ = { row = r, col = c } } }
+          end
+          local function P(...) return { ... } end
+          return {
+            asked = P(q._placement(item('foo()', 0, 4), 0, 4, get_text)),
+            typed = P(q._placement(item('foo()', 0, 4), 0, 7, get_text)),
+            lines = P(q._placement(item('foo\\n    bar.baz', 0, 4), 1, 7, get_text)),
+            contra = P(q._placement(item('fix()', 0, 4), 0, 7, get_text)),
+            norange = P(q._placement({ insert_text = 'abc' }, 0, 2, get_text)),
+          }
+        """)
+        assert got["asked"] == [0, 4, 0, 4, "foo()"]
+        assert got["typed"] == [0, 7, 0, 7, "()"]
+        assert got["lines"] == [1, 7, 1, 7, ".baz"]
+        assert got["contra"] == []
+        assert got["norange"] == [0, 2, 0, 2, "abc"]
+    finally:
+        nvim.close()

@@ -129,13 +129,62 @@ local function feed(keys)
   return vim.api.nvim_replace_termcodes(keys, true, false, true)
 end
 
+local function text_of(item)
+  local t = item.insert_text
+  return type(t) == 'string' and t or (t and t.value) or ''
+end
+
+--- Where {item} goes in the buffer as it is now: (row, col, end_row, end_col, rest) — the region to replace
+--- and the text of the item not typed yet — or nil when the buffer contradicts the item.
+--- Neovim 0.12 keeps showing an item while the user types (the text after the typed part) until its next
+--- request, 200 ms after the last key, is answered; its own accept then replaces the item's range as it was
+--- asked, before those keys, and the typed characters came out twice (`print(f"` + Tab → `print(f"f`).
+--- Here the characters typed since the item's range began must be the start of its text: they are kept,
+--- and only the rest is inserted at the cursor; anything else typed there and the item no longer applies.
+function M._placement(item, cursor_row, cursor_col, get_text)
+  local text = text_of(item)
+  if not item.range then return cursor_row, cursor_col, cursor_row, cursor_col, text end
+  local s, e = item.range.start, item.range.end_
+  local after_end = cursor_row > e.row or (cursor_row == e.row and cursor_col >= e.col)
+  if not after_end then return s.row, s.col, e.row, e.col, text end   -- the range as asked: Neovim's own way
+  local typed = table.concat(get_text(s.row, s.col, cursor_row, cursor_col), '\n')
+  if text:sub(1, #typed) ~= typed then return nil end
+  return cursor_row, cursor_col, cursor_row, cursor_col, text:sub(#typed + 1)
+end
+
+--- The buffer after {item} (or {part}, a prefix of what is left of it) is placed, the cursor after it;
+--- false when the buffer contradicts the item (nothing changed).
+local function place(buf, win, item, part_of)
+  local c = vim.api.nvim_win_get_cursor(win)
+  local row, col, erow, ecol, rest = M._placement(item, c[1] - 1, c[2], function(r0, c0, r1, c1)
+    return vim.api.nvim_buf_get_text(buf, r0, c0, r1, c1, {})
+  end)
+  if not row then return false end
+  local part = part_of and part_of(rest) or rest
+  if part == '' then return false end
+  local lines = vim.split(part, '\n', { plain = true })
+  if #part < #rest then erow, ecol = row, col end   -- a partial accept inserts; the range is for the whole
+  vim.api.nvim_buf_set_text(buf, row, col, erow, ecol, lines)
+  vim.api.nvim_win_set_cursor(win, { row + #lines, (#lines == 1 and col or 0) + #lines[#lines] })
+  return part, rest
+end
+
 --- Accept the whole suggestion. Returns true when one was shown (and is being inserted).
 function M.accept(bufnr)
   bufnr = bufnr or 0
   local mode = M.mode()
   if mode == 'inline' then
-    -- get() inserts the text and then executes item.command (quickcode.accept): no second run here
-    return vim.lsp.inline_completion.get({ bufnr = bufnr })
+    return vim.lsp.inline_completion.get({
+      bufnr = bufnr,
+      on_accept = function(item)
+        local buf = vim.api.nvim_get_current_buf()
+        if not place(buf, vim.api.nvim_get_current_win(), item) then
+          return M.trigger()       -- the text typed since contradicts it: ask for what fits the text as it is
+        end
+        local client = vim.lsp.get_client_by_id(item.client_id)
+        if client and item.command then client:exec_cmd(item.command, { bufnr = buf }) end
+      end,
+    })
   end
   local info = vim.fn.complete_info({ 'mode', 'selected', 'items' })
   if info.mode ~= '' and #info.items > 0 then
@@ -179,11 +228,6 @@ local function complete_done(bufnr)
   end)
 end
 
-local function text_of(item)
-  local t = item.insert_text
-  return type(t) == 'string' and t or (t and t.value) or ''
-end
-
 --- The prefix of {text} to accept: the next word (with the whitespace before it) or the rest of the line.
 function M._partial(text, what)
   if what == 'line' then
@@ -207,24 +251,12 @@ function M.accept_partial(what, bufnr)
   return vim.lsp.inline_completion.get({
     bufnr = bufnr,
     on_accept = function(item)
-      local text = text_of(item)
-      local part = M._partial(text, what)
-      if part == '' then return end
       local buf = vim.api.nvim_get_current_buf()
-      local win = vim.api.nvim_get_current_win()
-      local row, col
-      if item.range then
-        row, col = item.range.start.row, item.range.start.col
-      else
-        local c = vim.api.nvim_win_get_cursor(win)
-        row, col = c[1] - 1, c[2]
-      end
-      local lines = vim.split(part, '\n', { plain = true })
-      -- the server's range is empty (insert at the cursor); a whole accept replaces the range like get()
-      local erow, ecol = row, col
-      if item.range and #part >= #text then erow, ecol = item.range.end_.row, item.range.end_.col end
-      vim.api.nvim_buf_set_text(buf, row, col, erow, ecol, lines)
-      vim.api.nvim_win_set_cursor(win, { row + #lines, (#lines == 1 and col or 0) + #lines[#lines] })
+      local part, rest = place(buf, vim.api.nvim_get_current_win(), item,
+        function(left) return M._partial(left, what) end)
+      if not part then return M.trigger() end
+      local text = text_of(item)
+      part = text:sub(1, #text - #rest + #part)     -- accepted of the item: what was typed of it, then part
       local client = vim.lsp.get_client_by_id(item.client_id)
       if client then
         if #part >= #text and item.command then
