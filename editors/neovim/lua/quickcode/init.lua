@@ -16,6 +16,7 @@ local buf_augroup = vim.api.nvim_create_augroup('quickcode.buffer', { clear = tr
 local STATUS_NOTIFICATION = '$/quickcode/status'
 --- the ghost text shown was the settled part of a line still being written; the rest is in: ask again
 local MORE_NOTIFICATION = '$/quickcode/moreText'
+local AUTOMATIC = vim.lsp.protocol.InlineCompletionTriggerKind and vim.lsp.protocol.InlineCompletionTriggerKind.Automatic or 2
 
 ---@class quickcode.Config
 local defaults = {
@@ -33,6 +34,11 @@ local defaults = {
   root_markers = { '.git' },
   --- 'auto': inline completion on 0.12+, the completion menu before; 'inline' or 'completion' to force.
   mode = 'auto',
+  --- When the inline mode asks: 'keystroke' (after every change, as VS Code does: the server debounces, serves
+  --- from its cache and answers for the text as it is when the answer is sent) or 'pause' (Neovim's own timer:
+  --- 200 ms after the last key, not configurable). 'keystroke' needs Neovim's inline-completion internals
+  --- (`vim.lsp._capability`, 0.12); where they differ it falls back to 'pause'.
+  ask = 'keystroke',
   --- Server log file (one waterfall line per backend request); nil = $QUICKCODE_LSP_LOG or stderr.
   log_file = nil, ---@type string?
   --- Insert-mode keys, buffer-local where the server is attached; false disables one.
@@ -123,6 +129,19 @@ local function lsp_config()
   }
 end
 
+--- Ask the server for inline completions at the cursor now, through Neovim's own inline-completion state for
+--- {bufnr} (its rendering, accept and select stay Neovim's); false where that state is not reachable.
+local function ask_now(bufnr, kind)
+  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+  local capability = vim.tbl_get(vim.lsp, '_capability', 'all', 'inline_completion')
+  local completor = capability and type(capability.active) == 'table' and capability.active[bufnr]
+  if not completor or type(completor.request) ~= 'function' then return false end
+  completor:request(kind or AUTOMATIC)
+  return true
+end
+
+M._ask_now = ask_now
+
 -- ── accepting ───────────────────────────────────────────────────────────────────────────────────────
 
 local function feed(keys)
@@ -179,7 +198,7 @@ function M.accept(bufnr)
       on_accept = function(item)
         local buf = vim.api.nvim_get_current_buf()
         if not place(buf, vim.api.nvim_get_current_win(), item) then
-          return M.trigger()       -- the text typed since contradicts it: ask for what fits the text as it is
+          return M.trigger(AUTOMATIC)       -- the text typed since contradicts it: ask for what fits the text as it is
         end
         local client = vim.lsp.get_client_by_id(item.client_id)
         if client and item.command then client:exec_cmd(item.command, { bufnr = buf }) end
@@ -254,7 +273,7 @@ function M.accept_partial(what, bufnr)
       local buf = vim.api.nvim_get_current_buf()
       local part, rest = place(buf, vim.api.nvim_get_current_win(), item,
         function(left) return M._partial(left, what) end)
-      if not part then return M.trigger() end
+      if not part then return M.trigger(AUTOMATIC) end
       local text = text_of(item)
       part = text:sub(1, #text - #rest + #part)     -- accepted of the item: what was typed of it, then part
       local client = vim.lsp.get_client_by_id(item.client_id)
@@ -292,15 +311,17 @@ function M._more_text(params)
   local client = vim.lsp.get_clients({ name = NAME, bufnr = 0 })[1]
   if not client then return end
   local here = vim.lsp.util.make_position_params(0, client.offset_encoding).position
-  if here.line == params.position.line and here.character == params.position.character then M.trigger() end
+  if here.line == params.position.line and here.character == params.position.character then M.trigger(AUTOMATIC) end
 end
 
---- Ask now: inline (invoked trigger) or open the completion menu.
-function M.trigger()
+--- Ask now: inline (by default as the user's own request: an invoked trigger) or open the completion menu.
+function M.trigger(kind)
   local mode = M.mode()
   if mode == 'inline' then
-    -- an automatic request fires on the next cursor event; a tiny no-op move makes one now
-    vim.api.nvim_exec_autocmds('CursorMovedI', { buffer = 0, modeline = false })
+    -- a request now; else (other internals) Neovim's automatic one, 200 ms after a cursor event
+    if not ask_now(0, kind or vim.lsp.protocol.InlineCompletionTriggerKind.Invoked) then
+      vim.api.nvim_exec_autocmds('CursorMovedI', { buffer = 0, modeline = false })
+    end
   elseif mode == 'completion' then
     vim.lsp.completion.get()
   else
@@ -336,6 +357,12 @@ local function on_attach(client, bufnr)
   local mode = M.mode()
   if mode == 'inline' then
     vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
+    vim.api.nvim_clear_autocmds({ group = buf_augroup, buffer = bufnr, event = 'TextChangedI' })
+    if M.config.ask == 'keystroke' then
+      vim.api.nvim_create_autocmd('TextChangedI', {
+        group = buf_augroup, buffer = bufnr, callback = function() ask_now(bufnr) end,
+      })
+    end
   elseif mode == 'completion' then
     vim.lsp.completion.enable(true, client.id, bufnr, { autotrigger = true, convert = M._convert })
     vim.api.nvim_create_autocmd('CompleteDone', {
