@@ -98,11 +98,20 @@ class SessionResult:
         return sum(len(a["text"]) for a in self.accepts)
 
 
+# How the simulated editor asks: "vscode" on every change, cancelling the previous request; "neovim" (the
+# plugin of editors/neovim, its default ask = 'keystroke') on every change, cancelling nothing; "neovim-pause"
+# (Neovim 0.12 by itself, the plugin's ask = 'pause') 200 ms after the last key, cancelling nothing.
+STYLES = ("vscode", "neovim", "neovim-pause")
+EVERY_CHANGE = ("vscode", "neovim")
+
+
 class SimEditor:
     def __init__(self, server_cmd: list[str], *, env: dict | None = None, style: str = "vscode",
                  init_options: dict | None = None, seed: int = 0):
         self.server_cmd = server_cmd
         self.env = env
+        if style not in STYLES:
+            raise ValueError(f"style: one of {STYLES} (got {style!r})")
         self.style = style
         self.init_options = init_options or {}
         self.client = LanguageClient("quickcode-sim", "1.0")
@@ -237,6 +246,8 @@ class SimEditor:
             items = result.items if isinstance(result, T.InlineCompletionList) else (result or [])
             if not (items and items[0].insert_text):
                 ask["outcome"] = "empty"
+                if version == self.version:
+                    shown = None                  # nothing here: what was shown goes (Neovim's re-shown item)
                 return
             item = items[0]
             text = item.insert_text if isinstance(item.insert_text, str) else item.insert_text.value
@@ -254,7 +265,7 @@ class SimEditor:
 
         def request() -> None:
             nonlocal pending
-            if pending is not None and not pending[1].done():
+            if self.style == "vscode" and pending is not None and not pending[1].done():
                 self.cancel(pending[0])           # VS Code cancels the previous request ($/cancelRequest)
             ask = {"at": at, "version": self.version, "t_ms": round(self.now_ms(), 1), "outcome": None}
             res.asks.append(ask)
@@ -284,8 +295,15 @@ class SimEditor:
             nonlocal shown
             self.insert(ch)                       # one key: a character, or Enter with the editor's auto-indent
             res.keystrokes += 1
-            shown = None
-            if self.style == "vscode":
+            if self.style != "vscode" and shown is not None and len(shown["text"]) > len(ch) \
+                    and shown["text"].startswith(ch):
+                # Neovim keeps showing the item the key typed into, its rest, until its next request's answer
+                shown = {**shown, "text": shown["text"][len(ch):], "version": self.version, "t_ms": self.now_ms()}
+                res.shows.append({"at": at, "version": self.version, "t_ms": round(shown["t_ms"], 1),
+                                  "text": shown["text"], "id": _item_id(shown["item"])})
+            else:
+                shown = None
+            if self.style in EVERY_CHANGE:
                 request()
 
         self._on_more = request                   # `$/quickcode/moreText`: the integrations ask again
@@ -298,13 +316,13 @@ class SimEditor:
             res.pauses += is_pause
             wait = {"at": at, "gap_ms": round(gap_ms, 1), "ghost_ms": None}
             res.waits.append(wait)
-            asked = self.style != "neovim"
+            asked = self.style in EVERY_CHANGE
             accepted_text, seen = None, None
             # the developer pauses for gap_ms; a suggestion may appear meanwhile (and grow, when the rest of a
             # line shown early comes in), and is taken if right
             while (left_ms := last_key_ms + gap_ms - self.now_ms()) > 0:
                 if not asked and self.now_ms() - last_key_ms >= 200:
-                    request()                     # Neovim asks 200 ms after typing stops
+                    request()                     # Neovim by itself asks 200 ms after typing stops
                     asked = True
                 wait_ms = left_ms if asked else min(left_ms, last_key_ms + 200 - self.now_ms())
                 appeared.clear()
@@ -332,8 +350,8 @@ class SimEditor:
             if accepted_text is not None:
                 at += len(accepted_text)
                 last_key_ms = self.now_ms()
-                if self.style == "vscode":
-                    request()                     # VS Code asks again right after an accept
+                if self.style in EVERY_CHANGE:
+                    request()                     # VS Code (and the Neovim plugin) ask again right after an accept
                 continue
             ch = target[at]
             if rng.random() < model.typo_rate and ch.isalpha():
@@ -341,7 +359,7 @@ class SimEditor:
                 await asyncio.sleep(model.gap_ms(rng, "x") / 1000)
                 self.backspace()
                 res.keystrokes += 1
-                if self.style == "vscode":
+                if self.style in EVERY_CHANGE:
                     request()
                 await asyncio.sleep(model.gap_ms(rng, "x") / 1000)
             if ch == "\n":                         # Enter: the editor indents the new line as the next one is

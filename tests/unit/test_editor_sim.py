@@ -79,14 +79,14 @@ class _VirtualTimeLoop(asyncio.SelectorEventLoop):
         return self.now_s
 
 
-def _scripted_editor(suggest):
+def _scripted_editor(suggest, style: str = "vscode"):
     """A SimEditor whose language server answers `suggest(document text)` at once (None: nothing), recording
     what the editor sends: (kind, what) for accept commands and partial-accept reports."""
     from lsprotocol import types as T
 
     from benchmarks.editor_sim import SimEditor
 
-    ed = SimEditor(["true"], seed=3)
+    ed = SimEditor(["true"], seed=3, style=style)
     ed.uri, ed.version, sent = "file:///x.py", 1, []
     ed.client.text_document_did_change = lambda params: None
 
@@ -107,14 +107,14 @@ def _scripted_editor(suggest):
     return ed, sent
 
 
-def _type(developer: str, suggest, target: str):
+def _type(developer: str, suggest, target: str, style: str = "vscode", accept_prob: float = 1.0):
     from benchmarks.editor_sim import TypingModel
 
-    ed, sent = _scripted_editor(suggest)
+    ed, sent = _scripted_editor(suggest, style)
     loop = _VirtualTimeLoop()
     ed.now_ms = lambda: loop.time() * 1000
     try:
-        res = loop.run_until_complete(ed.type_text(target, TypingModel(accept_prob=1.0, typo_rate=0.0,
+        res = loop.run_until_complete(ed.type_text(target, TypingModel(accept_prob=accept_prob, typo_rate=0.0,
                                                                        developer=developer)))
     finally:
         loop.close()
@@ -143,3 +143,27 @@ def test_the_whole_developer_takes_only_what_is_right_to_its_end():
     assert text == TARGET
     assert [(a["at"], a["text"], a["partial"]) for a in res.accepts] == [(16, " = 2\n", False)]
     assert sent == [("command", "r16")]
+
+
+def test_neovim_keeps_showing_the_rest_of_an_item_typed_into_until_an_answer_replaces_it():
+    """Neovim re-shows the item a key typed into (its rest) at once, and asks by itself only 200 ms after the
+    last key (style "neovim-pause"). VS Code drops the ghost text at every key and asks again."""
+    import pytest
+
+    from benchmarks.editor_sim import SimEditor
+
+    def suggest(doc):
+        return " compute(a)" if doc == "x =" else None
+
+    res, _, _ = _type("whole", suggest, TARGET, style="neovim-pause", accept_prob=0.0)
+    reshow = [s for s in res.shows if s["text"] == "compute(a)"]
+    assert reshow and reshow[0]["at"] == 4, res.shows
+    asked_there = [a for a in res.asks if a["at"] == 4]
+    assert not asked_there or reshow[0]["t_ms"] < asked_there[0]["t_ms"]    # shown before Neovim asks there
+    rests = [s["text"] for s in res.shows if s["at"] >= 4]
+    assert rests[:2] == ["compute(a)", "ompute(a)"]            # and on, key by key, while no answer comes
+
+    res, _, _ = _type("whole", suggest, TARGET, style="vscode", accept_prob=0.0)
+    assert [s["text"] for s in res.shows] == [" compute(a)"]
+    with pytest.raises(ValueError):
+        SimEditor(["true"], style="emacs")
