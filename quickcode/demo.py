@@ -32,8 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="lines already in the file when it is opened")
     p.add_argument("--chars", type=int, default=700, help="characters to type")
     p.add_argument("--style", choices=["vscode", "neovim", "neovim-pause"], default="vscode",
-                   help="how the editor asks: VS Code's way, the Neovim plugin's (every change, no cancel), or "
-                        "Neovim's own (200 ms after the last key)")
+                   help="how the editor asks: VS Code's way, the Neovim plugin's (every change, no "
+                        "cancel), or Neovim's own (200 ms after the last key)")
     p.add_argument("--speed", type=float, default=1.5, help="typing speed multiple (1 ≈ 55 words/minute)")
     p.add_argument("--seed", type=int, default=1)
 
