@@ -129,13 +129,14 @@ def _tab(nvim, expected_before: str, ghost: str, res: dict) -> str:
     return ""
 
 
-def _session(ws_url: str, arm: str, seg, seed: int, speed: float, state_dir: str, work: Path, plugin) -> dict:
+def _session(ws_url: str, arm: str, seg, seed: int, speed: float, state_dir: str, work: Path, plugin,
+             lsp_log: Path) -> dict:
     from benchmarks.neovim_driver import PLUGIN, open_and_connect, start_nvim
 
     path, before, target = seg
     doc = work / f"{arm}-{path.name}"
     doc.write_text(before)
-    nvim = start_nvim(ws_url, work / f"lsp-{arm}.log", "inline", plugin or PLUGIN, ask=arm,
+    nvim = start_nvim(ws_url, lsp_log, "inline", plugin or PLUGIN, ask=arm,
                       settings={"state_dir": state_dir})
     try:
         open_and_connect(nvim, doc)
@@ -175,7 +176,8 @@ def run(args: argparse.Namespace) -> dict:
             for i, seg in enumerate(segs):
                 for arm in arms:
                     bar.update(task, description=f"{seg[0].name} · ask={arm}")
-                    r = _session(url, arm, seg, args.seed + i, args.speed, states[arm], work, args.plugin)
+                    r = _session(url, arm, seg, args.seed + i, args.speed, states[arm], work, args.plugin,
+                                 report.dir / f"neovim-lsp-{i + 1}-{arm}.log")   # the waterfall lines
                     rows.append({**r, "session": i})
                     bar.advance(task)
     finally:
