@@ -22,7 +22,7 @@ from pathlib import Path
 from benchmarks.accept_rule import accepted_len
 from benchmarks.editor_sim import TypingModel
 from benchmarks.report import Report, md_table, paired_bootstrap, percentile
-from benchmarks.typing import _segments, held_out_files
+from benchmarks.typing import _segments, add_segment_arguments, held_out_files
 
 ARMS = ("pause", "keystroke")
 PAUSE_MS = 300.0          # a gap longer than this is a pause (as bench typing)
@@ -30,12 +30,7 @@ POLL_S = 0.01             # how often the developer looks at the screen
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="a running backend (ws://.../v1/ws); default: start one")
-    p.add_argument("--files", nargs="*", default=None, help="source files to type (default: held-out stdlib modules)")
-    p.add_argument("--sessions", type=int, default=6, help="segments typed (each by every arm)")
-    p.add_argument("--chars", type=int, default=350, help="characters typed per session")
-    p.add_argument("--speed", type=float, default=1.0, help="typing speed multiple (1 ≈ 55 words per minute)")
-    p.add_argument("--seed", type=int, default=0)
+    add_segment_arguments(p)
     p.add_argument("--arms", default=",".join(ARMS), help="the plugin's `ask` per arm: pause, keystroke")
     p.add_argument("--plugin", type=Path, default=None,
                    help="the Neovim plugin folder to drive (default editors/neovim; e.g. an earlier version's)")

@@ -47,13 +47,18 @@ DEFAULT_FILES = ["textwrap.py", "shlex.py", "plistlib.py", "webbrowser.py", "cod
 REPO = Path(__file__).resolve().parent.parent
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_segment_arguments(p: argparse.ArgumentParser) -> None:
+    """The backend and what is typed: shared by the typing benchmarks (this one, benchmarks/neovim_typing.py)."""
     p.add_argument("--url", default=None, help="a running backend (ws://.../v1/ws); default: start one")
     p.add_argument("--files", nargs="*", default=None, help="source files to type (default: held-out stdlib modules)")
     p.add_argument("--sessions", type=int, default=6, help="segments typed (each by every arm)")
     p.add_argument("--chars", type=int, default=350, help="characters typed per session")
     p.add_argument("--speed", type=float, default=1.0, help="typing speed multiple (1 ≈ 55 words per minute)")
     p.add_argument("--seed", type=int, default=0)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_segment_arguments(p)
     p.add_argument("--arms", default="ours,naive,honest",
                    help="configurations: ours, naive, honest (the compared ones), no_predictor (ours without the "
                         "acceptance predictor)")
