@@ -12,6 +12,7 @@ BENCHES = {
     "sessions": ("benchmarks.sessions", "10,000 concurrent WebSocket sessions held by one backend"),
     "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM; tokenization"),
     "typing": ("benchmarks.typing", "replay typing through the real language server vs a naive baseline"),
+    "cold": ("benchmarks.cold", "cold prompts through /v1/completions: time to the first chunk vs the 600 ms budget"),
     "neovim": ("benchmarks.neovim_typing", "a developer typing in a real Neovim: asked at pauses vs on every change"),
     "invoke": ("benchmarks.invoke", "an invoked suggestion (trigger-suggestion key) per arm: exact lines, latency"),
     "draft": ("benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),

@@ -109,7 +109,7 @@ def test_cpu_quality_profile_config_loads_into_settings_and_engine_args(monkeypa
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "cpu-smollm2.toml"))
     s = Settings()  # extra="forbid": a key that is not a Settings field fails here
-    assert (s.precision, s.spec_method, s.max_model_len) == ("int8", "off", 2048)
+    assert (s.precision, s.spec_method, s.max_model_len, s.enforce_eager) == ("int8", "off", 2048, False)
     assert s.target_path == s.model_int8 == Path("runs/registry-smollm2-int8")
     args = engine_args(s)
     assert args.model == str(s.model_int8) and args.speculative_config is None
