@@ -16,7 +16,8 @@ local buf_augroup = vim.api.nvim_create_augroup('quickcode.buffer', { clear = tr
 local STATUS_NOTIFICATION = '$/quickcode/status'
 --- the ghost text shown was the settled part of a line still being written; the rest is in: ask again
 local MORE_NOTIFICATION = '$/quickcode/moreText'
-local AUTOMATIC = vim.lsp.protocol.InlineCompletionTriggerKind and vim.lsp.protocol.InlineCompletionTriggerKind.Automatic or 2
+local TRIGGER = vim.lsp.protocol.InlineCompletionTriggerKind or { Invoked = 1, Automatic = 2 }
+local AUTOMATIC = TRIGGER.Automatic
 
 ---@class quickcode.Config
 local defaults = {
@@ -156,8 +157,8 @@ end
 --- Where {item} goes in the buffer as it is now: (row, col, end_row, end_col, rest) — the region to replace
 --- and the text of the item not typed yet — or nil when the buffer contradicts the item.
 --- Neovim 0.12 keeps showing an item while the user types (the text after the typed part) until its next
---- request, 200 ms after the last key, is answered; its own accept then replaces the item's range as it was
---- asked, before those keys, and the typed characters came out twice (`print(f"` + Tab → `print(f"f`).
+--- request is answered (by itself 200 ms after the last key); its own accept then replaces the item's range as
+--- it was asked, before those keys, and the typed characters came out twice (`print(f"` + Tab → `print(f"f`).
 --- Here the characters typed since the item's range began must be the start of its text: they are kept,
 --- and only the rest is inserted at the cursor; anything else typed there and the item no longer applies.
 function M._placement(item, cursor_row, cursor_col, get_text)
@@ -198,7 +199,7 @@ function M.accept(bufnr)
       on_accept = function(item)
         local buf = vim.api.nvim_get_current_buf()
         if not place(buf, vim.api.nvim_get_current_win(), item) then
-          return M.trigger(AUTOMATIC)       -- the text typed since contradicts it: ask for what fits the text as it is
+          return M.trigger(AUTOMATIC)   -- the text typed since contradicts it: ask for what fits the text now
         end
         local client = vim.lsp.get_client_by_id(item.client_id)
         if client and item.command then client:exec_cmd(item.command, { bufnr = buf }) end
@@ -319,7 +320,7 @@ function M.trigger(kind)
   local mode = M.mode()
   if mode == 'inline' then
     -- a request now; else (other internals) Neovim's automatic one, 200 ms after a cursor event
-    if not ask_now(0, kind or vim.lsp.protocol.InlineCompletionTriggerKind.Invoked) then
+    if not ask_now(0, kind or TRIGGER.Invoked) then
       vim.api.nvim_exec_autocmds('CursorMovedI', { buffer = 0, modeline = false })
     end
   elseif mode == 'completion' then
