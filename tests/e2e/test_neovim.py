@@ -315,7 +315,8 @@ def test_neovim_tab_after_typing_into_the_ghost_text_inserts_it_once(backend, tm
 
 def test_neovim_placement_of_an_item_on_the_buffer_as_it_is_now(tmp_path):
     """The plugin's pure placement rule (`_placement`), in a real Neovim: nothing typed since → the item's range
-    as asked; typed into it (also across a line break) → the rest at the cursor; contradicted → nil."""
+    as asked; typed into it (also across a line break) → the rest at the cursor; contradicted, or the cursor
+    left before it → nil."""
     nvim = pynvim.attach("child", argv=[nvim_binary(), "--embed", "--headless", "--clean", "-n"])
     try:
         nvim.exec_lua("vim.opt.runtimepath:prepend(...)", str(PLUGIN))
@@ -341,13 +342,14 @@ def test_neovim_placement_of_an_item_on_the_buffer_as_it_is_now(tmp_path):
             typed = P(q._placement(item('foo()', 0, 4), 0, 7, get_text)),
             lines = P(q._placement(item('foo\\n    bar.baz', 0, 4), 1, 7, get_text)),
             contra = P(q._placement(item('fix()', 0, 4), 0, 7, get_text)),
+            left = P(q._placement(item('foo()', 0, 4), 0, 2, get_text)),
             norange = P(q._placement({ insert_text = 'abc' }, 0, 2, get_text)),
           }
         """)
         assert got["asked"] == [0, 4, 0, 4, "foo()"]
         assert got["typed"] == [0, 7, 0, 7, "()"]
         assert got["lines"] == [1, 7, 1, 7, ".baz"]
-        assert got["contra"] == []
+        assert got["contra"] == [] and got["left"] == []
         assert got["norange"] == [0, 2, 0, 2, "abc"]
     finally:
         nvim.close()
@@ -380,6 +382,41 @@ def test_neovim_asks_on_every_change_through_neovims_own_inline_completion(backe
         assert sent == expected
         # the plugin's own ask (its trigger key, $/quickcode/moreText) reaches Neovim's state in either mode
         assert nvim.exec_lua("return require('quickcode')._ask_now(0)") is True
+    finally:
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
+        nvim.close()
+
+
+def test_neovim_drops_the_item_a_key_contradicts_at_once(backend, tmp_path):
+    """Neovim 0.12 keeps showing the item after a key that contradicts it (shifted by the key) until an answer
+    replaces it, and Tab would take it. On the change the plugin drops it: no ghost text, and Tab is a Tab
+    again; a key typed into it keeps it. Run inside one RPC call (the buffer changed as a key would change it,
+    then TextChangedI), where no answer can come in between: no timing involved."""
+    lsp_log = tmp_path / "lsp.log"
+    path = tmp_path / "drop.py"
+    path.write_text("")
+    nvim = start_nvim(tmp_path, backend, lsp_log, "auto")
+    try:
+        open_and_connect(nvim, path)
+        _, ghost = _ghost_to_type_through(nvim)
+        assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
+        other = "#" if ghost[1] != "#" else "@"
+        got = nvim.exec_lua("""
+          local keys, ns = { ... }, vim.api.nvim_create_namespace('nvim.lsp.inline_completion')
+          local completor = vim.lsp._capability.all.inline_completion.active[vim.api.nvim_get_current_buf()]
+          local out = { completor.current ~= nil }
+          for _, key in ipairs(keys) do            -- as typing inserts a key, then the event of the change
+            local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+            vim.api.nvim_buf_set_text(0, row - 1, col, row - 1, col, { key })
+            vim.api.nvim_win_set_cursor(0, { row, col + #key })
+            vim.api.nvim_exec_autocmds('TextChangedI', { buffer = 0, modeline = false })
+            table.insert(out, completor.current ~= nil)
+            table.insert(out, #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, {}))
+          end
+          return out
+        """, ghost[0], other)
+        # shown; typed into it: kept (Neovim re-shows its rest on the cursor move); contradicted: dropped, hidden
+        assert got[0] is True and got[1] is True and got[3:] == [False, 0], (ghost, other, got)
     finally:
         nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
         nvim.close()

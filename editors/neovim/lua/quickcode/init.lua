@@ -130,18 +130,48 @@ local function lsp_config()
   }
 end
 
---- Ask the server for inline completions at the cursor now, through Neovim's own inline-completion state for
---- {bufnr} (its rendering, accept and select stay Neovim's); false where that state is not reachable.
-local function ask_now(bufnr, kind)
+--- Neovim's inline-completion state of {bufnr} (0 = the current buffer): a private part of Neovim 0.12, nil
+--- where it is not reachable.
+local function completor_of(bufnr)
   if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
   local capability = vim.tbl_get(vim.lsp, '_capability', 'all', 'inline_completion')
   local completor = capability and type(capability.active) == 'table' and capability.active[bufnr]
-  if not completor or type(completor.request) ~= 'function' then return false end
+  if completor and type(completor.request) == 'function' then return completor end
+end
+
+--- Ask the server for inline completions at the cursor now, through Neovim's own inline-completion state for
+--- {bufnr} (its rendering, accept and select stay Neovim's); false where that state is not reachable.
+local function ask_now(bufnr, kind)
+  local completor = completor_of(bufnr)
+  if not completor then return false end
   completor:request(kind or AUTOMATIC)
   return true
 end
 
 M._ask_now = ask_now
+
+local function buffer_text_of(bufnr)
+  return function(r0, c0, r1, c1) return vim.api.nvim_buf_get_text(bufnr, r0, c0, r1, c1, {}) end
+end
+
+--- A change in insert mode in {bufnr}: the item shown goes if the text typed since contradicts it (Neovim
+--- would keep showing it, shifted by the keys, until an answer replaces it, and Tab would take it); then, with
+--- ask = 'keystroke', a request now.
+local function on_change(bufnr)
+  local completor = completor_of(bufnr)
+  if not completor then return end
+  local item, win = completor.current, vim.api.nvim_get_current_win()
+  if item and type(completor.hide) == 'function' and vim.api.nvim_win_get_buf(win) == bufnr then
+    local c = vim.api.nvim_win_get_cursor(win)
+    if not M._placement(item, c[1] - 1, c[2], buffer_text_of(bufnr)) then
+      completor.current = nil
+      completor:hide()
+    end
+  end
+  if M.config.ask == 'keystroke' then completor:request(AUTOMATIC) end
+end
+
+M._on_change = on_change
 
 -- ── accepting ───────────────────────────────────────────────────────────────────────────────────────
 
@@ -165,6 +195,7 @@ function M._placement(item, cursor_row, cursor_col, get_text)
   local text = text_of(item)
   if not item.range then return cursor_row, cursor_col, cursor_row, cursor_col, text end
   local s, e = item.range.start, item.range.end_
+  if cursor_row < s.row or (cursor_row == s.row and cursor_col < s.col) then return nil end   -- left before it
   local after_end = cursor_row > e.row or (cursor_row == e.row and cursor_col >= e.col)
   if not after_end then return s.row, s.col, e.row, e.col, text end   -- the range as asked: Neovim's own way
   local typed = table.concat(get_text(s.row, s.col, cursor_row, cursor_col), '\n')
@@ -176,9 +207,7 @@ end
 --- false when the buffer contradicts the item (nothing changed).
 local function place(buf, win, item, part_of)
   local c = vim.api.nvim_win_get_cursor(win)
-  local row, col, erow, ecol, rest = M._placement(item, c[1] - 1, c[2], function(r0, c0, r1, c1)
-    return vim.api.nvim_buf_get_text(buf, r0, c0, r1, c1, {})
-  end)
+  local row, col, erow, ecol, rest = M._placement(item, c[1] - 1, c[2], buffer_text_of(buf))
   if not row then return false end
   local part = part_of and part_of(rest) or rest
   if part == '' then return false end
@@ -359,11 +388,9 @@ local function on_attach(client, bufnr)
   if mode == 'inline' then
     vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
     vim.api.nvim_clear_autocmds({ group = buf_augroup, buffer = bufnr, event = 'TextChangedI' })
-    if M.config.ask == 'keystroke' then
-      vim.api.nvim_create_autocmd('TextChangedI', {
-        group = buf_augroup, buffer = bufnr, callback = function() ask_now(bufnr) end,
-      })
-    end
+    vim.api.nvim_create_autocmd('TextChangedI', {
+      group = buf_augroup, buffer = bufnr, callback = function() on_change(bufnr) end,
+    })
   elseif mode == 'completion' then
     vim.lsp.completion.enable(true, client.id, bufnr, { autotrigger = true, convert = M._convert })
     vim.api.nvim_create_autocmd('CompleteDone', {
