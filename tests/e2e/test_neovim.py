@@ -8,6 +8,7 @@ Run alone: .venv/bin/python -m pytest -m neovim -s
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import re
 import time
@@ -26,6 +27,20 @@ GHOST_TIMEOUT_S = 25.0      # per typed context; generous: this 2-core machine i
 
 def start_nvim(tmp_path: pathlib.Path, backend, lsp_log: pathlib.Path, mode: str, **options):
     return _start(backend.ws_url, lsp_log, mode, **options)
+
+
+@contextlib.contextmanager
+def connected_nvim(tmp_path: pathlib.Path, backend, name: str, text: str = "", mode: str = "auto", **options):
+    """(Neovim with `name` open and its server connected, the server's log); stopped after."""
+    lsp_log, path = tmp_path / "lsp.log", tmp_path / name
+    path.write_text(text)
+    nvim = start_nvim(tmp_path, backend, lsp_log, mode, **options)
+    try:
+        open_and_connect(nvim, path)
+        yield nvim, lsp_log
+    finally:
+        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
+        nvim.close()
 
 
 def set_context(nvim, before: str) -> None:
@@ -283,17 +298,12 @@ def _ghost_to_type_through(nvim) -> tuple[str, str]:
 
 
 def test_neovim_tab_after_typing_into_the_ghost_text_inserts_it_once(backend, tmp_path):
-    """Neovim 0.12 keeps showing an item while the user types into it (the next request is 200 ms after the
-    last key), and its own accept replaced the range as asked: Tab after typing the ghost's first character
+    """Neovim 0.12 keeps showing an item while the user types into it (until its next request is answered),
+    and its own accept replaced the range as asked: Tab after typing the ghost's first character
     wrote that character twice (`print(f"` + Tab → `print(f"f`). The plugin places the item on the buffer as
-    it is: the typed part kept, the rest inserted once; a key that contradicts the item makes Tab insert none
-    of it."""
-    lsp_log = tmp_path / "lsp.log"
-    path = tmp_path / "through.py"
-    path.write_text("")
-    nvim = start_nvim(tmp_path, backend, lsp_log, "auto")
-    try:
-        open_and_connect(nvim, path)
+    it is: the typed part kept, the rest inserted once; a key that contradicts the item, typed with the Tab
+    before Neovim's change events run, makes Tab insert none of it."""
+    with connected_nvim(tmp_path, backend, "through.py") as (nvim, lsp_log):
         before, ghost = _ghost_to_type_through(nvim)
         assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
         nvim.input(ghost[0] + "<Tab>")                 # one key into the ghost text, then Tab at once
@@ -308,9 +318,6 @@ def test_neovim_tab_after_typing_into_the_ghost_text_inserts_it_once(backend, tm
         nvim.input(other + "<Tab>")
         time.sleep(0.5)
         assert buffer_text(nvim) == before + other, (buffer_text(nvim), before + other, ghost)
-    finally:
-        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
-        nvim.close()
 
 
 def test_neovim_placement_of_an_item_on_the_buffer_as_it_is_now(tmp_path):
@@ -361,11 +368,7 @@ def test_neovim_asks_on_every_change_through_neovims_own_inline_completion(backe
     (the default) the plugin asks on the change itself, through Neovim's inline-completion state (a private
     part of Neovim: this test fails if a Neovim release moves it). Counted inside one RPC call, where Neovim's
     timer cannot run: no timing involved."""
-    path = tmp_path / "ask.py"
-    path.write_text("import os\n")
-    nvim = start_nvim(tmp_path, backend, tmp_path / "lsp.log", "inline", ask=ask)
-    try:
-        open_and_connect(nvim, path)
+    with connected_nvim(tmp_path, backend, "ask.py", "import os\n", "inline", ask=ask) as (nvim, _):
         nvim.command("normal! G$")
         nvim.input("o")
         assert wait_until(lambda: nvim.api.get_mode()["mode"] == "i", 5)
@@ -382,9 +385,6 @@ def test_neovim_asks_on_every_change_through_neovims_own_inline_completion(backe
         assert sent == expected
         # the plugin's own ask (its trigger key, $/quickcode/moreText) reaches Neovim's state in either mode
         assert nvim.exec_lua("return require('quickcode')._ask_now(0)") is True
-    finally:
-        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
-        nvim.close()
 
 
 def test_neovim_drops_the_item_a_key_contradicts_at_once(backend, tmp_path):
@@ -392,12 +392,7 @@ def test_neovim_drops_the_item_a_key_contradicts_at_once(backend, tmp_path):
     replaces it, and Tab would take it. On the change the plugin drops it: no ghost text, and Tab is a Tab
     again; a key typed into it keeps it. Run inside one RPC call (the buffer changed as a key would change it,
     then TextChangedI), where no answer can come in between: no timing involved."""
-    lsp_log = tmp_path / "lsp.log"
-    path = tmp_path / "drop.py"
-    path.write_text("")
-    nvim = start_nvim(tmp_path, backend, lsp_log, "auto")
-    try:
-        open_and_connect(nvim, path)
+    with connected_nvim(tmp_path, backend, "drop.py") as (nvim, lsp_log):
         _, ghost = _ghost_to_type_through(nvim)
         assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
         other = "#" if ghost[1] != "#" else "@"
@@ -417,6 +412,3 @@ def test_neovim_drops_the_item_a_key_contradicts_at_once(backend, tmp_path):
         """, ghost[0], other)
         # shown; typed into it: kept (Neovim re-shows its rest on the cursor move); contradicted: dropped, hidden
         assert got[0] is True and got[1] is True and got[3:] == [False, 0], (ghost, other, got)
-    finally:
-        nvim.exec_lua("for _, c in ipairs(vim.lsp.get_clients()) do c:stop(true) end")
-        nvim.close()
