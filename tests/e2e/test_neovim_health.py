@@ -63,6 +63,7 @@ def test_checkhealth_says_why_with_no_backend(tmp_path):
     port = free_port()
     report = checkhealth(tmp_path, server_setup(f"ws://127.0.0.1:{port}/v1/ws"))
     assert "setup() was called; mode: inline" in report and "server command:" in report
+    assert "OK asks on every change (ask = keystroke)" in report, report     # Neovim's state is reachable
     assert f"quickcode: backend ws://127.0.0.1:{port}/v1/ws" in report
     assert f"ERROR reachable: nothing listens on 127.0.0.1:{port} (connection refused)" in report, report
     assert "start the backend (`quickcode serve`" in report          # the fix, as health advice

@@ -62,6 +62,14 @@ function M.check()
   end
   if qc.did_setup then
     health.ok('setup() was called; mode: ' .. qc.mode())
+    if qc.mode() == 'inline' and qc.config.ask == 'keystroke' and not qc.can_ask_now() then
+      health.warn("ask = 'keystroke', but this Neovim's inline-completion state is not where the plugin looks: "
+        .. 'it asks as Neovim does by itself, 200 ms after the last key',
+        { "set ask = 'pause' to say so, or report the Neovim version (the plugin reads vim.lsp._capability)" })
+    elseif qc.mode() == 'inline' then
+      health.ok(qc.config.ask == 'keystroke' and 'asks on every change (ask = keystroke)'
+        or 'asks 200 ms after the last key, as Neovim does (ask = pause)')
+    end
   else
     health.error('require("quickcode").setup({...}) was not called: the server never starts',
       { 'add require("quickcode").setup({ endpoints = { "ws://HOST:8765/v1/ws" } }) to your config' })

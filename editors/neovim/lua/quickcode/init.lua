@@ -139,6 +139,12 @@ local function completor_of(bufnr)
   if completor and type(completor.request) == 'function' then return completor end
 end
 
+--- Whether this Neovim's inline-completion state is where the plugin reaches for it (ask = 'keystroke').
+function M.can_ask_now()
+  local capability = vim.tbl_get(vim.lsp, '_capability', 'all', 'inline_completion')
+  return type(capability) == 'table' and type(capability.active) == 'table' and type(capability.request) == 'function'
+end
+
 --- Ask the server for inline completions at the cursor now, through Neovim's own inline-completion state for
 --- {bufnr} (its rendering, accept and select stay Neovim's); false where that state is not reachable.
 local function ask_now(bufnr, kind)
