@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sysconfig
-import time
 import tomllib
 from pathlib import Path
 
@@ -51,17 +50,14 @@ def prompts(tokenizer_dir: Path, n: int, tokens: int) -> list[str]:
     return out
 
 
-def first_chunk_ms(http: str, prompt: str) -> float:
-    import httpx
+def first_chunk_ms(client, http: str, prompt: str) -> float:
+    """The client-side time to the first chunk of a greedy 4-token completion (benchmarks/quality.py `complete`)."""
+    from benchmarks.quality import complete
 
-    t0 = time.perf_counter()
-    body = {"prompt": prompt, "max_tokens": 4, "temperature": 0, "stream": True}
-    with httpx.stream("POST", f"{http}/v1/completions", json=body, timeout=120) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if line.startswith("data:") and '"text"' in line:
-                return (time.perf_counter() - t0) * 1000
-    raise RuntimeError("the completion streamed no text")
+    ms = complete(client, http, prompt, "", 4)["ttfc_ms"]
+    if ms is None:
+        raise RuntimeError("the completion streamed no text")
+    return ms
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -78,9 +74,12 @@ def run(args: argparse.Namespace) -> dict:
         kvs = [f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in {**config, **settings}.items()]
         backend = start_backend(report.dir / "cold-backend.log", *kvs)
         http = backend.http_url
+    import httpx
+
     try:
-        first_chunk_ms(http, texts[0])                     # warms the engine up: untimed
-        times = [first_chunk_ms(http, t) for t in texts[1:]]
+        with httpx.Client() as client:
+            first_chunk_ms(client, http, texts[0])             # warms the engine up: untimed
+            times = [first_chunk_ms(client, http, t) for t in texts[1:]]
     finally:
         if backend is not None:
             from backend.launch import stop_backend

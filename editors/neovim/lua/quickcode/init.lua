@@ -130,19 +130,24 @@ local function lsp_config()
   }
 end
 
---- Neovim's inline-completion state of {bufnr} (0 = the current buffer): a private part of Neovim 0.12, nil
---- where it is not reachable.
-local function completor_of(bufnr)
-  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+--- Neovim's inline-completion class (a private part of Neovim 0.12), nil where it is not where the plugin looks.
+local function inline_state()
   local capability = vim.tbl_get(vim.lsp, '_capability', 'all', 'inline_completion')
-  local completor = capability and type(capability.active) == 'table' and capability.active[bufnr]
-  if completor and type(completor.request) == 'function' then return completor end
+  if type(capability) == 'table' and type(capability.active) == 'table' and type(capability.request) == 'function' then
+    return capability
+  end
 end
 
---- Whether this Neovim's inline-completion state is where the plugin reaches for it (ask = 'keystroke').
+--- Whether this Neovim's inline-completion state is reachable (ask = 'keystroke'; :checkhealth).
 function M.can_ask_now()
-  local capability = vim.tbl_get(vim.lsp, '_capability', 'all', 'inline_completion')
-  return type(capability) == 'table' and type(capability.active) == 'table' and type(capability.request) == 'function'
+  return inline_state() ~= nil
+end
+
+--- Neovim's inline-completion state of {bufnr} (0 = the current buffer), nil where it is not reachable.
+local function completor_of(bufnr)
+  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+  local capability = inline_state()
+  return capability and capability.active[bufnr]
 end
 
 --- Ask the server for inline completions at the cursor now, through Neovim's own inline-completion state for
