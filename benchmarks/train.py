@@ -46,7 +46,8 @@ def default_arms(native_bf16: bool) -> list[str]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=None,
-                   help="prepared data (train.bin, tokenizer/); default runs/data, else runs/data-model-small")
+                   help="prepared data (train.bin, tokenizer/); default runs/data, runs/data-model-small or runs/data-bench "
+                        "(made from the standard library when none exists)")
     p.add_argument("--size", default="cpu-target")
     p.add_argument("--profile", default="cpu")
     p.add_argument("--arm", action="append", default=None, choices=list(ALL_ARMS),
@@ -73,12 +74,21 @@ def matmul_gflops(n: int = 2048, reps: int = 8, dtype=None) -> float:
 
 
 def _data_dir(arg: Path | None) -> Path:
+    """`--data`, else the first prepared data of runs/, else the standard library packed with the committed
+    target's tokenizer into runs/data-bench (`quickcode model prepare --data runs/data-bench --tokenizer-from
+    models/target --source stdlib`, ~12 s here): throughput needs real windows of the model's vocabulary, not a
+    particular corpus."""
     if arg is not None:
         return arg
-    for d in (REPO / "runs" / "data", REPO / "runs" / "data-model-small"):
+    for d in (REPO / "runs" / "data", REPO / "runs" / "data-model-small", REPO / "runs" / "data-bench"):
         if (d / "train.bin").exists():
             return d
-    raise SystemExit("no prepared data: give --data (see docs/model-team.md, `quickcode model prepare`)")
+    from draft_model.pipeline import prepare
+
+    d = REPO / "runs" / "data-bench"
+    print(f"[bench train] no prepared data: packing the standard library into {d}", file=sys.stderr, flush=True)
+    prepare(d, ["stdlib"], tokenizer_from=REPO / "models" / "target", fim_cut="cursor")
+    return d
 
 
 def run_arms(arms: list, size, data: Path, steps: int, warmup: int, init_state: dict) -> list[dict]:

@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 
 from draft_model.configs import MODEL_SIZES, profile
-from draft_model.fastllama import (FastLlama, causal_attention, chunked_cross_entropy, from_hf, to_hf,
-                                   train_flops_per_token)
+from draft_model.fastllama import (FastLlama, _blocked_causal, causal_attention, chunked_cross_entropy, from_hf,
+                                   to_hf, train_flops_per_token)
 from draft_model.train import Trainer
 
 
@@ -53,6 +53,33 @@ def test_causal_attention_in_halves_is_causal_attention(t):
     got = torch.autograd.grad(out, (q, k, v), g)
     for a, b in zip(got, torch.autograd.grad(ref, (q, k, v), g)):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def _same_attention_and_gradients(out, ref, q, k, v):
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-4)
+    g = torch.randn_like(ref)
+    got = torch.autograd.grad(out, (q, k, v), g)
+    for a, b in zip(got, torch.autograd.grad(ref, (q, k, v), g)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(("t", "blocks"), [(256, 2), (300, 3), (512, 4), (33, 1)])
+def test_attention_in_causal_query_blocks_is_causal_attention(t, blocks):
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(2, 3, t, 8, requires_grad=True) for _ in range(3))
+    _same_attention_and_gradients(_blocked_causal(q, k, v, blocks),
+                                  F.scaled_dot_product_attention(q, k, v, is_causal=True), q, k, v)
+
+
+def test_compiled_attention_takes_the_blocks_and_stays_causal_attention():
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 256, 8, requires_grad=True) for _ in range(3))
+    compiled = torch.compile(causal_attention, dynamic=False)
+    _same_attention_and_gradients(compiled(q, k, v), F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                  q, k, v)
+    graph = torch._dynamo.explain(causal_attention)(q, k, v).graphs[0]
+    ops = {str(n.target) for n in graph.graph.nodes if n.op == "call_function"}
+    assert not any("scaled_dot_product" in o for o in ops), ops      # the blocks, not the flash kernel
 
 
 def test_round_trip_to_transformers_keeps_the_weights_and_the_tie():
