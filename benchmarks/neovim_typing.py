@@ -51,7 +51,8 @@ def type_segment(nvim, before: str, target: str, seed: int, model: TypingModel, 
     wait_until(lambda: nvim.api.get_mode()["mode"] == "i", 2)
     at, last_key = 0, time.monotonic()
     res = {"accepted_chars": 0, "accepts": [], "tab_wrong": 0, "tab_nothing": 0, "keystrokes": 0,
-           "pause_to_ghost_ms": [], "pauses": 0, "ghost_at_pause": 0}
+           "pause_to_ghost_ms": [], "pauses": 0, "ghost_at_pause": 0, "pause_detail": []}
+    after_accept = False
     while at < len(target):
         rng = random.Random(f"{seed}:{at}")
         line_start = at == 0 or target[:at].rstrip(" \t").endswith("\n")
@@ -59,6 +60,7 @@ def type_segment(nvim, before: str, target: str, seed: int, model: TypingModel, 
         is_pause = gap_ms > PAUSE_MS
         res["pauses"] += is_pause
         seen, considered, took = None, None, ""
+        key_wall = time.time() - (time.monotonic() - last_key)     # the last key, on the log's clock
         while (left_s := last_key + gap_ms / 1000 - time.monotonic()) > 0:
             ghost = ghost_text(nvim)
             if ghost and seen is None:
@@ -75,6 +77,11 @@ def type_segment(nvim, before: str, target: str, seed: int, model: TypingModel, 
                         took = _tab(nvim, before + target[:at], ghost, res)
                         break
             time.sleep(min(POLL_S, max(0.0, left_s)))
+        if is_pause:    # where each pause was, for the waterfall lines of the language server's log
+            res["pause_detail"].append({"at": at, "ghost_ms": seen, "after_accept": after_accept,
+                                        "key_wall": round(key_wall, 3),
+                                        "before": target[max(0, at - 24):at]})
+        after_accept = bool(took)
         if took:
             res["accepts"].append({"at": at, "text": took})
             res["accepted_chars"] += len(took)

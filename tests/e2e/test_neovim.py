@@ -387,6 +387,55 @@ def test_neovim_asks_on_every_change_through_neovims_own_inline_completion(backe
         assert nvim.exec_lua("return require('quickcode')._ask_now(0)") is True
 
 
+@pytest.mark.parametrize("ask", ["keystroke", "pause"])
+def test_neovim_asks_on_entering_insert_mode_and_on_a_cursor_move(backend, tmp_path, ask):
+    """Neovim 0.12 asks 200 ms after entering insert mode or moving the cursor in it (its own timer); with
+    `ask = 'keystroke'` the plugin asks at once, and a typed key once (its CursorMovedI is left to its
+    change). Neovim's own timer is switched off for the buffer, so every request counted is the plugin's; the
+    waits are for requests to arrive, and the fixed sleeps only give a wrong extra request time to show."""
+    with connected_nvim(tmp_path, backend, "enter.py", "import os\nx = 1\n", "inline", ask=ask) as (nvim, _):
+        nvim.exec_lua("""
+          _G.qc_asked = 0
+          vim.api.nvim_create_autocmd('LspRequest', { callback = function(a)
+            local r = a.data.request
+            if r and r.method == 'textDocument/inlineCompletion' and r.type == 'pending' then
+              _G.qc_asked = _G.qc_asked + 1
+            end
+          end })
+          local completor = vim.lsp._capability.all.inline_completion.active[vim.api.nvim_get_current_buf()]
+          completor.automatic_request = function(self) self:show() end      -- Neovim's own 200 ms ask: off
+        """)
+
+        def asked_after(keys: str, expected: int) -> int:
+            nvim.input(keys)
+            wait_until(lambda: nvim.exec_lua("return _G.qc_asked") >= expected, 5)
+            time.sleep(0.3)
+            return nvim.exec_lua("return _G.qc_asked")
+
+        nvim.command("normal! gg$")
+        want = [1, 2, 3] if ask == "keystroke" else [0, 0, 0]
+        assert asked_after("A", want[0]) == want[0]              # entering insert mode
+        assert nvim.api.get_mode()["mode"] == "i"
+        assert asked_after("<Left>", want[1]) == want[1]         # a move without a change
+        assert asked_after("y", want[2]) == want[2]              # a typed key: one ask, not two
+
+
+def test_neovim_backspace_before_the_ghost_text_raises_no_error(backend, tmp_path):
+    """Neovim 0.12 re-shows its item at the range it was asked for on every cursor move in insert mode, before
+    any change event: a <BS> past the start of that range at the end of a line put it past the line's end, and
+    Neovim's own handler raised "Invalid 'col': out of range" in the editor (then froze 1 s: Neovim waits after
+    an error message in insert mode). The plugin's guard drops an item the buffer has no room for first."""
+    with connected_nvim(tmp_path, backend, "backspace.py") as (nvim, lsp_log):
+        before, ghost = _ghost_to_type_through(nvim)
+        assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
+        assert nvim.current.window.cursor[1] == len(nvim.current.line)      # the item starts at the line's end
+        nvim.exec_lua("vim.v.errmsg = ''")
+        nvim.input("<BS>")
+        assert wait_until(lambda: buffer_text(nvim) == before[:-1], 5)
+        messages = nvim.exec_lua("return vim.api.nvim_exec2('messages', { output = true }).output")
+        assert nvim.exec_lua("return vim.v.errmsg") == "" and "Error" not in messages, messages
+
+
 def test_neovim_drops_the_item_a_key_contradicts_at_once(backend, tmp_path):
     """Neovim 0.12 keeps showing the item after a key that contradicts it (shifted by the key) until an answer
     replaces it, and Tab would take it. On the change the plugin drops it: no ghost text, and Tab is a Tab

@@ -35,9 +35,9 @@ local defaults = {
   root_markers = { '.git' },
   --- 'auto': inline completion on 0.12+, the completion menu before; 'inline' or 'completion' to force.
   mode = 'auto',
-  --- When the inline mode asks: 'keystroke' (after every change, as VS Code does: the server debounces, serves
-  --- from its cache and answers for the text as it is when the answer is sent) or 'pause' (Neovim's own timer:
-  --- 200 ms after the last key, not configurable). 'keystroke' needs Neovim's inline-completion internals
+  --- When the inline mode asks: 'keystroke' (after every change, on entering insert mode and after a cursor
+  --- move in it, as VS Code does: the server debounces, serves from its cache and answers for the text as it is
+  --- when the answer is sent) or 'pause' (Neovim's own timer: 200 ms after the last key, not configurable). 'keystroke' needs Neovim's inline-completion internals
   --- (`vim.lsp._capability`, 0.12); where they differ it falls back to 'pause'.
   ask = 'keystroke',
   --- Server log file (one waterfall line per backend request); nil = $QUICKCODE_LSP_LOG or stderr.
@@ -147,7 +147,9 @@ end
 local function completor_of(bufnr)
   if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
   local capability = inline_state()
-  return capability and capability.active[bufnr]
+  local completor = capability and capability.active[bufnr]
+  if completor and not completor._quickcode_show then M._guard_show(completor, bufnr) end
+  return completor
 end
 
 --- Ask the server for inline completions at the cursor now, through Neovim's own inline-completion state for
@@ -162,7 +164,47 @@ end
 M._ask_now = ask_now
 
 local function buffer_text_of(bufnr)
-  return function(r0, c0, r1, c1) return vim.api.nvim_buf_get_text(bufnr, r0, c0, r1, c1, {}) end
+  return function(r0, c0, r1, c1)
+    local ok, lines = pcall(vim.api.nvim_buf_get_text, bufnr, r0, c0, r1, c1, {})
+    return ok and lines or nil      -- a range the buffer no longer has (text deleted since)
+  end
+end
+
+--- Whether the item {completor} shows no longer fits the buffer at the cursor (`M._placement`).
+local function contradicted(completor, bufnr)
+  local item, win = completor.current, vim.api.nvim_get_current_win()
+  if not item or vim.api.nvim_win_get_buf(win) ~= bufnr then return false end
+  local c = vim.api.nvim_win_get_cursor(win)
+  return M._placement(item, c[1] - 1, c[2], buffer_text_of(bufnr)) == nil
+end
+
+--- Neovim 0.12 re-shows its item on every cursor move in insert mode (its CursorMovedI handler, before any
+--- change event) at the item's range as it was asked: after <BS> past the start of that range at the end of
+--- a line the range is past the line's end, and its `show` fails ("Invalid 'col': out of range") — an error
+--- message in the editor, and a 1 s freeze, as Neovim waits after an error message in insert mode (found by
+--- `quickcode bench neovim`: the same pause, 840 ms, in every run). Here its `show` first drops an item that
+--- no longer fits the buffer.
+function M._guard_show(completor, bufnr)
+  local show = completor.show
+  if type(show) ~= 'function' then return end
+  completor._quickcode_show = show
+  completor.show = function(self, ...)
+    if contradicted(self, bufnr) then
+      self.current = nil
+      return self:hide()
+    end
+    return show(self, ...)
+  end
+end
+
+-- the buffer's changedtick at the plugin's last ask, per buffer: a CursorMovedI at the same tick is a move
+-- without a change (arrows, a click), which Neovim's own state asks for only after its 200 ms
+local asked_tick = {}
+
+local function ask_if_keystroke(completor, bufnr)
+  if M.config.ask ~= 'keystroke' then return end
+  asked_tick[bufnr] = vim.api.nvim_buf_get_changedtick(bufnr)
+  completor:request(AUTOMATIC)
 end
 
 --- A change in insert mode in {bufnr}: the item shown goes if the text typed since contradicts it (Neovim
@@ -171,16 +213,27 @@ end
 local function on_change(bufnr)
   local completor = completor_of(bufnr)
   if not completor then return end
-  local item, win = completor.current, vim.api.nvim_get_current_win()
-  if item and type(completor.hide) == 'function' and vim.api.nvim_win_get_buf(win) == bufnr then
-    local c = vim.api.nvim_win_get_cursor(win)
-    if not M._placement(item, c[1] - 1, c[2], buffer_text_of(bufnr)) then
-      completor.current = nil
-      completor:hide()
-    end
+  if type(completor.hide) == 'function' and contradicted(completor, bufnr) then
+    completor.current = nil
+    completor:hide()
   end
-  if M.config.ask == 'keystroke' then completor:request(AUTOMATIC) end
+  ask_if_keystroke(completor, bufnr)
 end
+
+--- Entering insert mode, or the cursor moved in it without a change: with ask = 'keystroke', a request now
+--- rather than Neovim's 200 ms later (`quickcode bench neovim`: the first pause of every session, in insert
+--- mode at once, showed ghost text after 234–279 ms, all the others p90 34 ms). A typed key moves the cursor
+--- too: its CursorMovedI comes before its TextChangedI, at a new changedtick, and is left to on_change.
+--- Runs scheduled: at InsertEnter the cursor has not taken its insert position yet (`A`, `o`).
+local function on_enter_or_move(bufnr, event)
+  if event == 'CursorMovedI' and asked_tick[bufnr] ~= vim.api.nvim_buf_get_changedtick(bufnr) then return end
+  vim.schedule(function()
+    local completor = completor_of(bufnr)
+    if completor and vim.api.nvim_get_mode().mode:sub(1, 1) == 'i' then ask_if_keystroke(completor, bufnr) end
+  end)
+end
+
+M._on_enter_or_move = on_enter_or_move
 
 M._on_change = on_change
 
@@ -209,8 +262,9 @@ function M._placement(item, cursor_row, cursor_col, get_text)
   if cursor_row < s.row or (cursor_row == s.row and cursor_col < s.col) then return nil end   -- left before it
   local after_end = cursor_row > e.row or (cursor_row == e.row and cursor_col >= e.col)
   if not after_end then return s.row, s.col, e.row, e.col, text end   -- the range as asked: Neovim's own way
-  local typed = table.concat(get_text(s.row, s.col, cursor_row, cursor_col), '\n')
-  if text:sub(1, #typed) ~= typed then return nil end
+  local lines = get_text(s.row, s.col, cursor_row, cursor_col)
+  local typed = lines and table.concat(lines, '\n')
+  if not typed or text:sub(1, #typed) ~= typed then return nil end
   return cursor_row, cursor_col, cursor_row, cursor_col, text:sub(#typed + 1)
 end
 
@@ -398,9 +452,18 @@ local function on_attach(client, bufnr)
   local mode = M.mode()
   if mode == 'inline' then
     vim.lsp.inline_completion.enable(true, { bufnr = bufnr })
-    vim.api.nvim_clear_autocmds({ group = buf_augroup, buffer = bufnr, event = 'TextChangedI' })
+    completor_of(bufnr)     -- its `show` guarded before any item is shown (M._guard_show)
+    vim.api.nvim_clear_autocmds({ group = buf_augroup, buffer = bufnr,
+                                  event = { 'TextChangedI', 'InsertEnter', 'CursorMovedI', 'BufWipeout' } })
     vim.api.nvim_create_autocmd('TextChangedI', {
       group = buf_augroup, buffer = bufnr, callback = function() on_change(bufnr) end,
+    })
+    vim.api.nvim_create_autocmd({ 'InsertEnter', 'CursorMovedI' }, {
+      group = buf_augroup, buffer = bufnr,
+      callback = function(a) on_enter_or_move(bufnr, a.event) end,
+    })
+    vim.api.nvim_create_autocmd('BufWipeout', {
+      group = buf_augroup, buffer = bufnr, callback = function() asked_tick[bufnr] = nil end,
     })
   elseif mode == 'completion' then
     vim.lsp.completion.enable(true, client.id, bufnr, { autotrigger = true, convert = M._convert })
