@@ -37,8 +37,9 @@ local defaults = {
   mode = 'auto',
   --- When the inline mode asks: 'keystroke' (after every change, on entering insert mode and after a cursor
   --- move in it, as VS Code does: the server debounces, serves from its cache and answers for the text as it is
-  --- when the answer is sent) or 'pause' (Neovim's own timer: 200 ms after the last key, not configurable). 'keystroke' needs Neovim's inline-completion internals
-  --- (`vim.lsp._capability`, 0.12); where they differ it falls back to 'pause'.
+  --- when the answer is sent) or 'pause' (Neovim's own timer: 200 ms after the last key, not configurable).
+  --- 'keystroke' needs Neovim's inline-completion internals (`vim.lsp._capability`, 0.12); where they differ it
+  --- falls back to 'pause'.
   ask = 'keystroke',
   --- Server log file (one waterfall line per backend request); nil = $QUICKCODE_LSP_LOG or stderr.
   log_file = nil, ---@type string?
@@ -170,12 +171,16 @@ local function buffer_text_of(bufnr)
   end
 end
 
---- Whether the item {completor} shows no longer fits the buffer at the cursor (`M._placement`).
-local function contradicted(completor, bufnr)
+--- Drop the item {completor} shows if it no longer fits the buffer at the cursor (`M._placement`: the cursor
+--- left before it, or text typed since that contradicts it); true when it did.
+local function drop_if_contradicted(completor, bufnr)
   local item, win = completor.current, vim.api.nvim_get_current_win()
   if not item or vim.api.nvim_win_get_buf(win) ~= bufnr then return false end
   local c = vim.api.nvim_win_get_cursor(win)
-  return M._placement(item, c[1] - 1, c[2], buffer_text_of(bufnr)) == nil
+  if M._placement(item, c[1] - 1, c[2], buffer_text_of(bufnr)) then return false end
+  completor.current = nil
+  if type(completor.hide) == 'function' then completor:hide() end
+  return true
 end
 
 --- Neovim 0.12 re-shows its item on every cursor move in insert mode (its CursorMovedI handler, before any
@@ -189,11 +194,7 @@ function M._guard_show(completor, bufnr)
   if type(show) ~= 'function' then return end
   completor._quickcode_show = show
   completor.show = function(self, ...)
-    if contradicted(self, bufnr) then
-      self.current = nil
-      return self:hide()
-    end
-    return show(self, ...)
+    if not drop_if_contradicted(self, bufnr) then return show(self, ...) end
   end
 end
 
@@ -213,10 +214,7 @@ end
 local function on_change(bufnr)
   local completor = completor_of(bufnr)
   if not completor then return end
-  if type(completor.hide) == 'function' and contradicted(completor, bufnr) then
-    completor.current = nil
-    completor:hide()
-  end
+  drop_if_contradicted(completor, bufnr)
   ask_if_keystroke(completor, bufnr)
 end
 
@@ -232,8 +230,6 @@ local function on_enter_or_move(bufnr, event)
     if completor and vim.api.nvim_get_mode().mode:sub(1, 1) == 'i' then ask_if_keystroke(completor, bufnr) end
   end)
 end
-
-M._on_enter_or_move = on_enter_or_move
 
 M._on_change = on_change
 
