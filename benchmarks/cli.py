@@ -14,6 +14,7 @@ BENCHES = {
     "typing": ("benchmarks.typing", "replay typing through the real language server vs a naive baseline"),
     "cold": ("benchmarks.cold", "cold prompts through /v1/completions: time to the first chunk vs the 600 ms budget"),
     "neovim": ("benchmarks.neovim_typing", "a developer typing in a real Neovim: asked at pauses vs on every change"),
+    "vscode": ("benchmarks.vscode_typing", "the same developer typing in a real VS Code (code-server) with the extension"),
     "invoke": ("benchmarks.invoke", "an invoked suggestion (trigger-suggestion key) per arm: exact lines, latency"),
     "draft": ("benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),
     "quality": ("benchmarks.quality", "HumanEval single-line infilling (exact, pass@1), idiom lines, top-1, typing: "

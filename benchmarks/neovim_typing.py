@@ -14,19 +14,16 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import random
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.accept_rule import accepted_len
 from benchmarks.editor_sim import TypingModel
+from benchmarks.editor_typing import type_segment
 from benchmarks.report import Report, md_table, paired_bootstrap, percentile
 from benchmarks.typing import _segments, add_segment_arguments, held_out_files
 
 ARMS = ("pause", "keystroke")
-PAUSE_MS = 300.0          # a gap longer than this is a pause (as bench typing)
-POLL_S = 0.01             # how often the developer looks at the screen
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,103 +34,62 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
 
 
-def _key(ch: str) -> str:
-    return "<lt>" if ch == "<" else ch
+class NeovimEditor:
+    """benchmarks/editor_typing.py's Editor on a real Neovim: the ghost text is the extmark of
+    `vim.lsp.inline_completion`; each Tab is checked on the buffer (it must then be exactly what was typed plus
+    the ghost text; a Tab that wrote anything else is counted, and the buffer put right)."""
 
+    def __init__(self, nvim):
+        self.nvim = nvim
 
-def type_segment(nvim, before: str, target: str, seed: int, model: TypingModel, progress=None) -> dict:
-    """Type `target` after `before` in `nvim` (in insert mode at the buffer's end), Tab-only."""
-    from benchmarks.neovim_driver import buffer_text, ghost_text, wait_until
+    def start(self, before: str) -> None:
+        from benchmarks.neovim_driver import wait_until
 
-    nvim.current.buffer[:] = before.split("\n")
-    nvim.command("normal! G$")
-    nvim.input("A")
-    wait_until(lambda: nvim.api.get_mode()["mode"] == "i", 2)
-    at, last_key = 0, time.monotonic()
-    res = {"accepted_chars": 0, "accepts": [], "tab_wrong": 0, "tab_nothing": 0, "keystrokes": 0,
-           "pause_to_ghost_ms": [], "pauses": 0, "ghost_at_pause": 0, "pause_detail": []}
-    after_accept = False
-    while at < len(target):
-        rng = random.Random(f"{seed}:{at}")
-        line_start = at == 0 or target[:at].rstrip(" \t").endswith("\n")
-        gap_ms = model.gap_ms(rng, "\n" if line_start else target[at - 1])
-        is_pause = gap_ms > PAUSE_MS
-        res["pauses"] += is_pause
-        seen, considered, took = None, None, ""
-        key_wall = time.time() - (time.monotonic() - last_key)     # the last key, on the log's clock
-        while (left_s := last_key + gap_ms / 1000 - time.monotonic()) > 0:
-            ghost = ghost_text(nvim)
-            if ghost and seen is None:
-                seen = round((time.monotonic() - last_key) * 1000, 1)
-                if is_pause:
-                    res["pause_to_ghost_ms"].append(seen)
-                    res["ghost_at_pause"] += 1
-            if ghost and ghost != considered:
-                considered = ghost
-                if accepted_len(ghost, target[at:], "whole") and rng.random() < model.accept_prob:
-                    time.sleep(model.react_ms / model.speed / 1000)
-                    ghost = ghost_text(nvim)
-                    if ghost and accepted_len(ghost, target[at:], "whole"):
-                        took = _tab(nvim, before + target[:at], ghost, res)
-                        break
-            time.sleep(min(POLL_S, max(0.0, left_s)))
-        if is_pause:    # where each pause was, for the waterfall lines of the language server's log
-            res["pause_detail"].append({"at": at, "ghost_ms": seen, "after_accept": after_accept,
-                                        "key_wall": round(key_wall, 3),
-                                        "before": target[max(0, at - 24):at]})
-        after_accept = bool(took)
-        if took:
-            res["accepts"].append({"at": at, "text": took})
-            res["accepted_chars"] += len(took)
-            at += len(took)
-            last_key = time.monotonic()
-            continue
-        ch = target[at]
-        if rng.random() < model.typo_rate and ch.isalpha():
-            nvim.input(chr(ord("a") + rng.randrange(26)))
-            time.sleep(model.gap_ms(rng, "x") / 1000)
-            nvim.input("<BS>")
-            res["keystrokes"] += 2
-            time.sleep(model.gap_ms(rng, "x") / 1000)
-        if ch == "\n":            # Enter with the next line's indentation (auto-indent off: typed as one key)
-            nxt = target[at + 1:]
-            ch += nxt[: len(nxt) - len(nxt.lstrip(" \t"))]
-        nvim.input("<CR>" + ch[1:] if ch.startswith("\n") else _key(ch))
-        res["keystrokes"] += 1
-        at += len(ch)
-        last_key = time.monotonic()
-        if progress:
-            progress(at, len(target))
-    time.sleep(0.3)
-    res["typed_as_is"] = wait_until(lambda: buffer_text(nvim) == before + target, 2.0, step=0.05) is not None
-    return res
+        self.nvim.current.buffer[:] = before.split("\n")
+        self.nvim.command("normal! G$")
+        self.nvim.input("A")
+        wait_until(lambda: self.nvim.api.get_mode()["mode"] == "i", 2)
 
+    def key(self, text: str) -> None:
+        self.nvim.input("<CR>" + text[1:] if text.startswith("\n") else "<lt>" if text == "<" else text)
 
-def _tab(nvim, expected_before: str, ghost: str, res: dict) -> str:
-    """Press Tab on `ghost`; the characters it wrote if the buffer is then the text so far plus `ghost` ("" if
-    it wrote nothing; a Tab that wrote something else is counted and the buffer put back)."""
-    from benchmarks.neovim_driver import buffer_text, wait_until
+    def backspace(self) -> None:
+        self.nvim.input("<BS>")
 
-    nvim.input("<Tab>")
-    changed = wait_until(lambda: buffer_text(nvim) != expected_before, 1.0, step=0.005)
-    now = buffer_text(nvim)
-    if now == expected_before + ghost:
-        return ghost
-    if not changed:
-        res["tab_nothing"] += 1
+    def ghost(self) -> str | None:
+        from benchmarks.neovim_driver import ghost_text
+
+        return ghost_text(self.nvim)
+
+    def text(self) -> str:
+        from benchmarks.neovim_driver import buffer_text
+
+        return buffer_text(self.nvim)
+
+    def tab(self, expected_before: str, ghost: str, res: dict) -> str:
+        from benchmarks.neovim_driver import wait_until
+
+        nvim = self.nvim
+        nvim.input("<Tab>")
+        changed = wait_until(lambda: self.text() != expected_before, 1.0, step=0.005)
+        now = self.text()
+        if now == expected_before + ghost:
+            return ghost
+        if not changed:
+            res["tab_nothing"] += 1
+            return ""
+        res["tab_wrong"] += 1
+        res.setdefault("wrong", []).append({"expected": (expected_before + ghost)[-60:], "got": now[-60:]})
+        nvim.input("<Esc>")
+        nvim.current.buffer[:] = expected_before.split("\n")
+        nvim.command("normal! G$")
+        nvim.input("A")
         return ""
-    res["tab_wrong"] += 1
-    res.setdefault("wrong", []).append({"expected": (expected_before + ghost)[-60:], "got": now[-60:]})
-    nvim.input("<Esc>")
-    nvim.current.buffer[:] = expected_before.split("\n")
-    nvim.command("normal! G$")
-    nvim.input("A")
-    return ""
 
 
 def _session(ws_url: str, arm: str, seg, seed: int, speed: float, state_dir: str, work: Path, plugin,
              lsp_log: Path) -> dict:
-    from benchmarks.neovim_driver import PLUGIN, open_and_connect, start_nvim
+    from benchmarks.neovim_driver import PLUGIN, buffer_text, open_and_connect, start_nvim, wait_until
 
     path, before, target = seg
     doc = work / f"{arm}-{path.name}"
@@ -143,7 +99,9 @@ def _session(ws_url: str, arm: str, seg, seed: int, speed: float, state_dir: str
     try:
         open_and_connect(nvim, doc)
         nvim.command("filetype indent off | setlocal noautoindent nosmartindent nocindent indentexpr=")
-        res = type_segment(nvim, before, target, seed, TypingModel(speed=speed))
+        res = type_segment(NeovimEditor(nvim), before, target, seed, TypingModel(speed=speed))
+        time.sleep(0.3)
+        res["typed_as_is"] = wait_until(lambda: buffer_text(nvim) == before + target, 2.0, step=0.05) is not None
         stats = nvim.exec_lua("return (require('quickcode').exec('quickcode.stats'))") or {}
         res["backend_requests"] = stats.get("backend_requests", 0)
     finally:

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
@@ -21,37 +20,15 @@ import urllib.request
 import pytest
 
 from backend.launch import free_port
+from benchmarks import vscode_driver
+from benchmarks.vscode_driver import CHROMIUM, E2E
 
-from tests.waits import until
-from tests.e2e.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, REPO, Timer, failure_context, tail
+from tests.e2e.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, Timer, failure_context
 
 pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
 
-CODE_SERVER = REPO / ".tools" / "code-server" / "node_modules" / ".bin" / "code-server"
-VSIX = REPO / "editors" / "vscode" / "dist" / "quickcode.vsix"
-DRIVER = REPO / "editors" / "vscode" / "test" / "e2e" / "drive_code_server.mjs"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = E2E / "drive_code_server.mjs"
 SCREENSHOT = ARTIFACTS / "code_server_ghost_text.png"
-
-SETTINGS = {
-    "editor.inlineSuggest.enabled": True,
-    # no suggest widget competing for Tab (word-based suggestions); the ghost text is the UI under test
-    "editor.quickSuggestions": {"other": "off", "comments": "off", "strings": "off"},
-    "editor.suggestOnTriggerCharacters": False,
-    "editor.wordBasedSuggestions": "off",
-    "files.autoSave": "off",
-    "git.enabled": False,
-    "workbench.startupEditor": "none",
-    "workbench.tips.enabled": False,
-    "workbench.enableExperiments": False,
-    "security.workspace.trust.enabled": False,
-    "extensions.autoUpdate": False,
-    "extensions.autoCheckUpdates": False,
-    "extensions.ignoreRecommendations": True,
-    "telemetry.telemetryLevel": "off",
-    "update.mode": "none",
-    "chat.disableAIFeatures": True,
-}
 
 
 def accepted_events(http_url: str) -> float:
@@ -84,17 +61,14 @@ HOSTILE_ENDPOINT = "ws://127.0.0.1:9/v1/ws"
 
 def test_vscode_ghost_text_accept_save(backend, tmp_path):
     t = Timer()
-    if not CODE_SERVER.exists() or not VSIX.exists():
-        pytest.fail(f"code-server or the .vsix is missing ({CODE_SERVER}, {VSIX}): run scripts/setup.sh editors")
-    data, exts, ws = tmp_path / "data", tmp_path / "ext", tmp_path / "ws"
-    (data / "User").mkdir(parents=True)
-    exts.mkdir()
+    if vscode_driver.missing():
+        pytest.fail(vscode_driver.missing())
+    ws = tmp_path / "ws"
     ws.mkdir()
     lsp_log = tmp_path / "lsp.log"
     cs_log = tmp_path / "code-server.log"
-    settings = {**SETTINGS, "quickcode.server.command": QUICKCODE, "quickcode.server.args": ["lsp"],
+    settings = {"quickcode.server.command": QUICKCODE, "quickcode.server.args": ["lsp"],
                 "quickcode.endpoints": [backend.ws_url], "quickcode.server.logFile": str(lsp_log)}
-    (data / "User" / "settings.json").write_text(json.dumps(settings, indent=1))
     # a hostile repository: its .vscode/settings.json points the extension elsewhere; endpoints, advanced and
     # server.* are machine-scoped (user settings only), so completions must still come from the user's backend
     (ws / ".vscode").mkdir()
@@ -107,35 +81,17 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
         (ws / name).write_text(before)
         attempts.append({"file": name, "typed": typed, "before": before})
 
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"), "XDG_DATA_HOME": str(tmp_path / "xdg-data")}
-    inst = subprocess.run([str(CODE_SERVER), "--user-data-dir", str(data), "--extensions-dir", str(exts),
-                           "--install-extension", str(VSIX)], capture_output=True, text=True, timeout=300, env=env)
-    assert inst.returncode == 0 and "successfully installed" in inst.stdout, inst.stdout + inst.stderr
-    assert any(p.name.startswith("quickcode.quickcode-") for p in exts.iterdir()), list(exts.iterdir())
+    env = vscode_driver.install(tmp_path, settings)
     t.lap("extension_installed")
 
     port = free_port()
     accepted_before = accepted_events(backend.http_url)
-    with open(cs_log, "w") as log:
-        cs = subprocess.Popen(
-            [str(CODE_SERVER), "--auth", "none", "--bind-addr", f"127.0.0.1:{port}", "--disable-telemetry",
-             "--disable-update-check", "--disable-workspace-trust", "--disable-getting-started-override",
-             "--user-data-dir", str(data), "--extensions-dir", str(exts), str(ws)],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    cs = vscode_driver.start(tmp_path, ws, port, env, cs_log)
+    t.lap("code_server_up")
     result_path = tmp_path / "result.json"
     shot = tmp_path / "code_server_ghost_text.png"
     res: dict = {}
     try:
-        def healthy() -> bool:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
-                    return True
-            except Exception:
-                assert cs.poll() is None, "code-server exited:\n" + tail(cs_log)
-                return False
-
-        until(healthy, lambda: "code-server never answered /healthz\n" + tail(cs_log), hang_s=120, poll_s=0.3)
-        t.lap("code_server_up")
         drv = subprocess.run(
             ["node", str(DRIVER)], cwd=DRIVER.parent, capture_output=True, text=True, timeout=540,
             env={**os.environ, "CS_URL": f"http://127.0.0.1:{port}", "WS": str(ws), "CHROMIUM": CHROMIUM,
@@ -186,12 +142,5 @@ def test_vscode_ghost_text_accept_save(backend, tmp_path):
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             shutil.copy(shot, SCREENSHOT)
             print(f"[vscode] screenshot: {SCREENSHOT}")
-        try:
-            os.killpg(cs.pid, signal.SIGTERM)
-            cs.wait(15)
-        except Exception:
-            try:
-                os.killpg(cs.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        vscode_driver.stop(cs)
         t.report("vscode (code-server)")

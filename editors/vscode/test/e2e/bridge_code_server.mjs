@@ -1,0 +1,101 @@
+// A real VS Code (code-server) in Debian's headless Chromium, driven one command at a time over stdin/stdout
+// (one JSON object per line each way) — the editor of `quickcode bench vscode` (benchmarks/vscode_typing.py),
+// whose developer decides each key from the ghost text the editor shows. Commands:
+//   {"op": "open", "file": "a.py"}      open a workspace file, cursor at its end, once the extension is connected
+//   {"op": "key", "text": "x"}          type one key: a character, or "\n" + the next line's indentation
+//   {"op": "backspace"} | {"op": "tab"} | {"op": "undo"}  press the key (undo: Ctrl+Z)
+//   {"op": "ghost"}                     → {"ghost": "first line\nmore lines" | null}
+//   {"op": "line"}                      → {"line": the text of the cursor's line, as rendered}
+//   {"op": "save"}                      Ctrl+S
+//   {"op": "quit"}
+// Every reply is {"ok": true, ...} or {"ok": false, "error": "..."}.
+//   CS_URL=http://127.0.0.1:PORT WS=/abs/workspace node bridge_code_server.mjs
+import { chromium } from 'playwright-core';
+import readline from 'node:readline';
+
+const url = process.env.CS_URL;
+const ws = process.env.WS;
+const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const loadTimeoutMs = Number(process.env.LOAD_TIMEOUT_MS ?? 180000);
+const STATUS = '[aria-label^="quickcode "]';
+const nbsp = (s) => (s ?? '').replace(/\u00a0/g, ' ');
+
+const browser = await chromium.launch({
+  executablePath: chromiumPath, headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+await page.goto(`${url}/?folder=${encodeURIComponent(ws)}`, { timeout: loadTimeoutMs });
+await page.waitForSelector('.monaco-workbench', { timeout: loadTimeoutMs });
+await page.waitForSelector(STATUS, { timeout: loadTimeoutMs });
+
+async function open(file) {
+  await page.keyboard.press('Control+P');
+  await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input', { timeout: 20000 });
+  await page.keyboard.type(file, { delay: 10 });
+  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${file}"]`, { timeout: 20000 });
+  await page.keyboard.press('Enter');
+  await page.waitForSelector(`.tab.active[aria-label*="${file}"]`, { timeout: 20000 });
+  await page.waitForSelector('.monaco-editor.focused .view-lines', { timeout: 20000 });
+  await page.keyboard.press('Control+End');
+  await page.waitForFunction(sel => document.querySelector(sel)?.getAttribute('aria-label')?.startsWith('quickcode connected'),
+    STATUS, { timeout: 60000 });
+}
+
+async function ghost() {
+  const g = await page.evaluate(() => {
+    const ed = document.querySelector('.monaco-editor.focused');
+    if (!ed) return null;
+    const inline = [...ed.querySelectorAll('.ghost-text-decoration')].map(e => e.textContent).join('');
+    // lines after the first are rendered in a view zone below the cursor line
+    const more = [...ed.querySelectorAll('.ghost-text .view-line')].map(e => e.textContent);
+    return inline || more.length ? [inline, ...more].join('\n') : null;
+  });
+  return g === null ? null : nbsp(g);
+}
+
+async function cursorLine() {
+  return nbsp(await page.evaluate(() => {
+    const ed = document.querySelector('.monaco-editor.focused');
+    const cur = ed?.querySelector('.view-overlays .current-line');
+    if (!cur) return null;
+    const top = cur.parentElement.style.top;
+    const line = [...ed.querySelectorAll('.view-lines .view-line')].find(l => l.style.top === top);
+    return line ? [...line.querySelectorAll('span > span')].filter(s => !s.className.includes('ghost-text'))
+      .map(s => s.textContent).join('') : null;
+  }));
+}
+
+async function key(text) {
+  if (text.startsWith('\n')) {
+    await page.keyboard.press('Enter');
+    if (text.length > 1) await page.keyboard.insertText(text.slice(1));
+  } else {
+    await page.keyboard.type(text);
+  }
+}
+
+const ops = {
+  open: c => open(c.file),
+  key: c => key(c.text),
+  backspace: () => page.keyboard.press('Backspace'),
+  tab: () => page.keyboard.press('Tab'),
+  undo: () => page.keyboard.press('Control+Z'),
+  ghost: async () => ({ ghost: await ghost() }),
+  line: async () => ({ line: await cursorLine() }),
+  save: () => page.keyboard.press('Control+S'),
+};
+
+const reply = (o) => process.stdout.write(JSON.stringify(o) + '\n');
+reply({ ok: true, ready: true });
+for await (const raw of readline.createInterface({ input: process.stdin })) {
+  const c = JSON.parse(raw);
+  if (c.op === 'quit') break;
+  try {
+    reply({ ok: true, ...((await ops[c.op](c)) ?? {}) });
+  } catch (e) {
+    reply({ ok: false, error: String(e?.message ?? e) });
+  }
+}
+await browser.close();
