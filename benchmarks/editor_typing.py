@@ -8,8 +8,12 @@ the segment (typed as is).
 """
 from __future__ import annotations
 
+import contextlib
+import gzip
+import json
 import random
 import time
+from pathlib import Path
 from typing import Protocol
 
 from benchmarks.accept_rule import accepted_len
@@ -98,3 +102,25 @@ def type_segment(editor: Editor, before: str, target: str, seed: int, model: Typ
         if progress:
             progress(at, len(target))
     return res
+
+
+@contextlib.contextmanager
+def serving(url: str | None, log_path: Path):
+    """The WebSocket URL of the backend to type against: `url` (a running one), else one started for the run
+    (the embedded default, its log at `log_path`) and stopped after it."""
+    if url is not None:
+        yield url
+        return
+    from backend.launch import start_backend, stop_backend
+
+    backend = start_backend(log_path)
+    try:
+        yield backend.ws_url
+    finally:
+        stop_backend(backend)
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    with gzip.open(path, "wt") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")

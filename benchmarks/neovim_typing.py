@@ -12,14 +12,12 @@ session ends with the buffer compared with the segment (typed as is).
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.editor_sim import TypingModel
-from benchmarks.editor_typing import type_segment
+from benchmarks.editor_typing import serving, type_segment, write_rows
 from benchmarks.report import Report, md_table, paired_bootstrap, percentile
 from benchmarks.typing import _segments, add_segment_arguments, held_out_files
 
@@ -120,34 +118,20 @@ def run(args: argparse.Namespace) -> dict:
     segs = _segments(held_out_files(args), args.sessions, args.chars, args.seed)
     report = Report("neovim", "A developer typing in a real Neovim 0.12: asked at pauses (Neovim's own timer) vs "
                               "on every change (the plugin)", out=args.out)
-    backend = None
-    url = args.url
-    if url is None:
-        from backend.launch import start_backend
-
-        backend = start_backend(report.dir / "neovim-backend.log")
-        url = backend.ws_url
     rows: list[dict] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp, Progress() as bar:
-            work = Path(tmp)
-            states = {arm: str(work / f"state-{arm}") for arm in arms}   # learnt pauses: one per arm
-            task = bar.add_task("sessions", total=len(segs) * len(arms))
-            for i, seg in enumerate(segs):
-                for arm in arms:
-                    bar.update(task, description=f"{seg[0].name} · ask={arm}")
-                    r = _session(url, arm, seg, args.seed + i, args.speed, states[arm], work, args.plugin,
-                                 report.dir / f"neovim-lsp-{i + 1}-{arm}.log")   # the waterfall lines
-                    rows.append({**r, "session": i})
-                    bar.advance(task)
-    finally:
-        if backend is not None:
-            from backend.launch import stop_backend
-
-            stop_backend(backend)
-    with gzip.open(report.dir / "neovim-rows.jsonl.gz", "wt") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    with serving(args.url, report.dir / "neovim-backend.log") as url, tempfile.TemporaryDirectory() as tmp, \
+            Progress() as bar:
+        work = Path(tmp)
+        states = {arm: str(work / f"state-{arm}") for arm in arms}   # learnt pauses: one per arm
+        task = bar.add_task("sessions", total=len(segs) * len(arms))
+        for i, seg in enumerate(segs):
+            for arm in arms:
+                bar.update(task, description=f"{seg[0].name} · ask={arm}")
+                r = _session(url, arm, seg, args.seed + i, args.speed, states[arm], work, args.plugin,
+                             report.dir / f"neovim-lsp-{i + 1}-{arm}.log")   # the waterfall lines
+                rows.append({**r, "session": i})
+                bar.advance(task)
+    write_rows(report.dir / "neovim-rows.jsonl.gz", rows)
     return _write(report, rows, arms, segs, args)
 
 

@@ -14,7 +14,6 @@ editor; this benchmark says how close it is.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import subprocess
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from benchmarks import vscode_driver
 from benchmarks.editor_sim import TypingModel
-from benchmarks.editor_typing import type_segment
+from benchmarks.editor_typing import serving, type_segment, write_rows
 from benchmarks.neovim_driver import QUICKCODE
 from benchmarks.report import Report, md_table, percentile
 from benchmarks.typing import _segments, add_segment_arguments, held_out_files
@@ -157,62 +156,52 @@ def run(args: argparse.Namespace) -> dict:
     segs = _segments(held_out_files(args), args.sessions, args.chars, args.seed)
     report = Report("vscode", "A developer typing in a real VS Code (code-server): the extension as shipped",
                     out=args.out)
-    backend = None
-    url = args.url
-    if url is None:
-        from backend.launch import start_backend
-
-        backend = start_backend(report.dir / "vscode-backend.log")
-        url = backend.ws_url
-    rows: list[dict] = []
     lsp_log = (report.dir / "vscode-lsp.log").resolve()      # the language server runs elsewhere
     lsp_log.unlink(missing_ok=True)
-    try:
-        with tempfile.TemporaryDirectory() as tmp, Progress() as bar:
-            tmp_path = Path(tmp)
-            ws = tmp_path / "ws"
-            ws.mkdir()
-            names = [f"s{i + 1}_{path.name}" for i, (path, _, _) in enumerate(segs)]
-            for name, (_, before, _) in zip(names, segs):
-                (ws / name).write_text(before)
-            env = vscode_driver.install(tmp_path, {
-                **vscode_driver.VERBATIM_TYPING, "quickcode.server.command": QUICKCODE,
-                "quickcode.server.args": ["lsp"], "quickcode.endpoints": [url],
-                "quickcode.server.logFile": str(lsp_log)})
-            port = free_port()
-            cs = vscode_driver.start(tmp_path, ws, port, env, report.dir / "vscode-code-server.log")
-            bridge = None
-            try:
-                bridge = Bridge(f"http://127.0.0.1:{port}", ws, report.dir / "vscode-bridge.log")
-                task = bar.add_task("sessions", total=len(segs))
-                for i, (name, (path, before, target)) in enumerate(zip(names, segs)):
-                    bar.update(task, description=path.name)
-                    requests_before = _waterfalls(lsp_log)
-                    res = type_segment(VsCodeEditor(bridge, name), before, target, args.seed + i,
-                                       TypingModel(speed=args.speed))
-                    time.sleep(0.3)
-                    bridge("save")
-                    deadline = time.monotonic() + 10
-                    while time.monotonic() < deadline and (ws / name).read_text() == before:
-                        time.sleep(0.1)
-                    res["typed_as_is"] = (ws / name).read_text() == before + target
-                    time.sleep(0.5)             # the session's last waterfall lines
-                    res["backend_requests"] = _waterfalls(lsp_log) - requests_before
-                    rows.append({**res, "arm": "vscode", "file": path.name, "chars": len(target), "session": i})
-                    bar.advance(task)
-            finally:
-                if bridge is not None:
-                    bridge.close()
-                vscode_driver.stop(cs)
-    finally:
-        if backend is not None:
-            from backend.launch import stop_backend
-
-            stop_backend(backend)
-    with gzip.open(report.dir / "vscode-rows.jsonl.gz", "wt") as f:
-        for r in rows:
-            f.write(json.dumps(r) + "\n")
+    rows: list[dict] = []
+    with serving(args.url, report.dir / "vscode-backend.log") as url, tempfile.TemporaryDirectory() as tmp, \
+            Progress() as bar:
+        tmp_path = Path(tmp)
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        names = [f"s{i + 1}_{path.name}" for i, (path, _, _) in enumerate(segs)]
+        for name, (_, before, _) in zip(names, segs):
+            (ws / name).write_text(before)
+        env = vscode_driver.install(tmp_path, {
+            **vscode_driver.VERBATIM_TYPING, "quickcode.server.command": QUICKCODE,
+            "quickcode.server.args": ["lsp"], "quickcode.endpoints": [url], "quickcode.server.logFile": str(lsp_log)})
+        port = free_port()
+        cs = vscode_driver.start(tmp_path, ws, port, env, report.dir / "vscode-code-server.log")
+        bridge = None
+        try:
+            bridge = Bridge(f"http://127.0.0.1:{port}", ws, report.dir / "vscode-bridge.log")
+            task = bar.add_task("sessions", total=len(segs))
+            for i, (name, seg) in enumerate(zip(names, segs)):
+                bar.update(task, description=seg[0].name)
+                rows.append({**_session(bridge, ws / name, seg, args.seed + i, args.speed, lsp_log), "session": i})
+                bar.advance(task)
+        finally:
+            if bridge is not None:
+                bridge.close()
+            vscode_driver.stop(cs)
+    write_rows(report.dir / "vscode-rows.jsonl.gz", rows)
     return write(report, rows, segs, args)
+
+
+def _session(bridge: Bridge, file: Path, seg, seed: int, speed: float, lsp_log: Path) -> dict:
+    """One segment typed into `file` of the workspace; then saved and compared with the segment."""
+    path, before, target = seg
+    requests_before = _waterfalls(lsp_log)
+    res = type_segment(VsCodeEditor(bridge, file.name), before, target, seed, TypingModel(speed=speed))
+    time.sleep(0.3)
+    bridge("save")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and file.read_text() == before:
+        time.sleep(0.1)
+    res["typed_as_is"] = file.read_text() == before + target
+    time.sleep(0.5)             # the session's last waterfall lines
+    res["backend_requests"] = _waterfalls(lsp_log) - requests_before
+    return {**res, "arm": "vscode", "file": path.name, "chars": len(target)}
 
 
 def write(report: Report, rows: list[dict], segs, args) -> dict:

@@ -10,49 +10,30 @@
 //   {"op": "quit"}
 // Every reply is {"ok": true, ...} or {"ok": false, "error": "..."}.
 //   CS_URL=http://127.0.0.1:PORT WS=/abs/workspace node bridge_code_server.mjs
-import { chromium } from 'playwright-core';
+import { STATUS, launch, nbsp, openFile, readGhost } from './code_server_ui.mjs';
 import readline from 'node:readline';
 
 const url = process.env.CS_URL;
 const ws = process.env.WS;
 const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const loadTimeoutMs = Number(process.env.LOAD_TIMEOUT_MS ?? 180000);
-const STATUS = '[aria-label^="quickcode "]';
-const nbsp = (s) => (s ?? '').replace(/\u00a0/g, ' ');
 
-const browser = await chromium.launch({
-  executablePath: chromiumPath, headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
-         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch(chromiumPath);
 const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
 await page.goto(`${url}/?folder=${encodeURIComponent(ws)}`, { timeout: loadTimeoutMs });
 await page.waitForSelector('.monaco-workbench', { timeout: loadTimeoutMs });
 await page.waitForSelector(STATUS, { timeout: loadTimeoutMs });
 
 async function open(file) {
-  await page.keyboard.press('Control+P');
-  await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input', { timeout: 20000 });
-  await page.keyboard.type(file, { delay: 10 });
-  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${file}"]`, { timeout: 20000 });
-  await page.keyboard.press('Enter');
-  await page.waitForSelector(`.tab.active[aria-label*="${file}"]`, { timeout: 20000 });
-  await page.waitForSelector('.monaco-editor.focused .view-lines', { timeout: 20000 });
+  await openFile(page, file);
   await page.keyboard.press('Control+End');
   await page.waitForFunction(sel => document.querySelector(sel)?.getAttribute('aria-label')?.startsWith('quickcode connected'),
     STATUS, { timeout: 60000 });
 }
 
 async function ghost() {
-  const g = await page.evaluate(() => {
-    const ed = document.querySelector('.monaco-editor.focused');
-    if (!ed) return null;
-    const inline = [...ed.querySelectorAll('.ghost-text-decoration')].map(e => e.textContent).join('');
-    // lines after the first are rendered in a view zone below the cursor line
-    const more = [...ed.querySelectorAll('.ghost-text .view-line')].map(e => e.textContent);
-    return inline || more.length ? [inline, ...more].join('\n') : null;
-  });
-  return g === null ? null : nbsp(g);
+  const { inline, more } = await readGhost(page);
+  return inline || more.length ? nbsp([inline, ...more].join('\n')) : null;
 }
 
 async function cursorLine() {

@@ -5,7 +5,7 @@
 // Used by tests/e2e/test_vscode.py:
 //   CS_URL=http://127.0.0.1:PORT WS=/abs/workspace ATTEMPTS='[{"file":"a.py","typed":"self"}]' \
 //   SCREENSHOT=/abs/shot.png RESULT=/abs/result.json node drive_code_server.mjs
-import { chromium } from 'playwright-core';
+import { STATUS, launch, nbsp, openFile, readGhost } from './code_server_ui.mjs';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -22,22 +22,9 @@ const t0 = Date.now();
 const ms = () => Date.now() - t0;
 const res = { timings_ms: {}, attempts: [], console_errors: [] };
 const lap = (name) => { res.timings_ms[name] = ms(); };
-const nbsp = (s) => (s ?? '').replace(/\u00a0/g, ' ');
-const STATUS = '[aria-label^="quickcode "]';
 
 async function statusLabel(page) {
   return page.$eval(STATUS, el => el.getAttribute('aria-label')).catch(() => null);
-}
-
-async function openFile(page, file) {
-  // Quick Open (Ctrl+P) is independent of the Explorer's state
-  await page.keyboard.press('Control+P');
-  await page.waitForSelector('.quick-input-widget:not([style*="display: none"]) input', { timeout: 20000 });
-  await page.keyboard.type(file, { delay: 20 });
-  await page.waitForSelector(`.quick-input-list .monaco-list-row[aria-label*="${file}"]`, { timeout: 20000 });
-  await page.keyboard.press('Enter');
-  await page.waitForSelector(`.tab.active[aria-label*="${file}"]`, { timeout: 20000 });
-  await page.waitForSelector('.monaco-editor.focused .view-lines', { timeout: 20000 });
 }
 
 async function runCommand(page, title) {
@@ -54,22 +41,7 @@ async function waitStatus(page, prefix) {
     [STATUS, prefix], { timeout: 20000 }).then(() => true).catch(() => false);
 }
 
-async function readGhost(page) {
-  return page.evaluate(() => {
-    const inline = [...document.querySelectorAll('.monaco-editor.focused .ghost-text-decoration')]
-      .map(e => e.textContent).join('');
-    // lines after the first are rendered in a view zone below the cursor line
-    const more = [...document.querySelectorAll('.monaco-editor.focused .ghost-text .view-line')]
-      .map(e => e.textContent);
-    return { inline, more };
-  });
-}
-
-const browser = await chromium.launch({
-  executablePath: chromiumPath, headless: true,
-  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--disable-quic', '--no-first-run',
-         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const browser = await launch(chromiumPath);
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   page.on('console', m => { if (m.type() === 'error') res.console_errors.push(m.text().slice(0, 300)); });
