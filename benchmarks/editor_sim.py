@@ -98,11 +98,16 @@ class SessionResult:
         return sum(len(a["text"]) for a in self.accepts)
 
 
-# How the simulated editor asks: "vscode" on every change, cancelling the previous request; "neovim" (the
-# plugin of editors/neovim, its default ask = 'keystroke') on every change, cancelling nothing; "neovim-pause"
-# (Neovim 0.12 by itself, the plugin's ask = 'pause') 200 ms after the last key, cancelling nothing.
-STYLES = ("vscode", "neovim", "neovim-pause")
-EVERY_CHANGE = ("vscode", "neovim")
+# How the simulated editor asks: "vscode" on every change, cancelling the previous request; "vscode-1.100" as
+# VS Code 1.100 does it: 50 ms after the last key (its InlineCompletionsDebounce; `quickcode bench vscode`
+# measured the real one), cancelling the previous request and keeping an item typed into on screen; "neovim"
+# (the plugin of editors/neovim, its default ask = 'keystroke') on every change, cancelling nothing;
+# "neovim-pause" (Neovim 0.12 by itself, the plugin's ask = 'pause') 200 ms after the last key, cancelling
+# nothing. Neovim keeps an item typed into on screen too.
+ASK_AFTER_MS = {"vscode": 0.0, "vscode-1.100": 50.0, "neovim": 0.0, "neovim-pause": 200.0}
+STYLES = tuple(ASK_AFTER_MS)
+EVERY_CHANGE = tuple(s for s, ms in ASK_AFTER_MS.items() if ms == 0)
+CANCELS = ("vscode", "vscode-1.100")
 
 
 class SimEditor:
@@ -265,7 +270,7 @@ class SimEditor:
 
         def request() -> None:
             nonlocal pending
-            if self.style == "vscode" and pending is not None and not pending[1].done():
+            if self.style in CANCELS and pending is not None and not pending[1].done():
                 self.cancel(pending[0])           # VS Code cancels the previous request ($/cancelRequest)
             ask = {"at": at, "version": self.version, "t_ms": round(self.now_ms(), 1), "outcome": None}
             res.asks.append(ask)
@@ -297,7 +302,7 @@ class SimEditor:
             res.keystrokes += 1
             if self.style != "vscode" and shown is not None and len(shown["text"]) > len(ch) \
                     and shown["text"].startswith(ch):
-                # Neovim keeps showing the item the key typed into, its rest, until its next request's answer
+                # the editor keeps showing the item the key typed into, its rest, until its next request's answer
                 shown = {**shown, "text": shown["text"][len(ch):], "version": self.version, "t_ms": self.now_ms()}
                 res.shows.append({"at": at, "version": self.version, "t_ms": round(shown["t_ms"], 1),
                                   "text": shown["text"], "id": _item_id(shown["item"])})
@@ -321,10 +326,11 @@ class SimEditor:
             # the developer pauses for gap_ms; a suggestion may appear meanwhile (and grow, when the rest of a
             # line shown early comes in), and is taken if right
             while (left_ms := last_key_ms + gap_ms - self.now_ms()) > 0:
-                if not asked and self.now_ms() - last_key_ms >= 200:
-                    request()                     # Neovim by itself asks 200 ms after typing stops
+                ask_after_ms = ASK_AFTER_MS[self.style]
+                if not asked and self.now_ms() - last_key_ms >= ask_after_ms:
+                    request()                     # the editor's own timer after typing stops
                     asked = True
-                wait_ms = left_ms if asked else min(left_ms, last_key_ms + 200 - self.now_ms())
+                wait_ms = left_ms if asked else min(left_ms, last_key_ms + ask_after_ms - self.now_ms())
                 appeared.clear()
                 if shown is None or shown is seen:
                     try:

@@ -76,6 +76,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "continue later with the same --rows")
     p.add_argument("--until", default=None,
                    help="HH:MM (UTC): start no new segment after this wall-clock time (a shared machine's deadline)")
+    p.add_argument("--editor-style", default="vscode",
+                   help="how the simulated editor asks (benchmarks/editor_sim.py): 'vscode' on every key; "
+                        "'vscode-1.100' 50 ms after the last key, as VS Code 1.100 does; 'neovim', 'neovim-pause'")
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
 
 
@@ -122,13 +125,13 @@ def _engine_counters(http: str) -> dict:
 
 
 async def _session(url: str, cfg: dict, seg, seed: int, speed: float, state_dir: str,
-                   developer: str = "whole") -> dict:
+                   developer: str = "whole", style: str = "vscode") -> dict:
     from benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
 
     path, before, target = seg
     http = "http" + url[2:].split("/v1/", 1)[0] if url.startswith("ws") else None
     init = {"endpoints": [url], "state_dir": state_dir, **cfg}   # the predictor learns across an arm's sessions
-    ed = SimEditor(lsp_command(), style="vscode", init_options=init, seed=seed)
+    ed = SimEditor(lsp_command(), style=style, init_options=init, seed=seed)
     e0 = _engine_counters(http) if http else None
     await ed.start()
     ed.open(path.resolve().as_uri(), before)
@@ -178,6 +181,8 @@ def _setting_key(args) -> dict:
     key = {}
     if getattr(args, "ours_settings", None):
         key["ours_settings"] = args.ours_settings
+    if getattr(args, "editor_style", "vscode") != "vscode":
+        key["editor_style"] = args.editor_style
     env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("QUICKCODE_")}
     if env and getattr(args, "url", None) is None:
         key["backend_env"] = env
@@ -246,7 +251,7 @@ def run(args: argparse.Namespace) -> dict:
                 print(f"[typing] session {i + 1}/{len(segs)} {name} ({dev} developer): {seg[0].name}, "
                       f"{len(seg[2])} chars", file=sys.stderr, flush=True)
                 r = asyncio.run(_session(url, arm_settings[name], seg, args.seed + i, args.speed,
-                                         state[(name, dev)], dev))
+                                         state[(name, dev)], dev, getattr(args, "editor_style", "vscode")))
                 r.update(key, session=i, arm=name, file=seg[0].name, developer=dev)
                 rows[(i, name, dev)] = r
                 if args.rows is not None:
@@ -405,7 +410,7 @@ def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dic
             f"`{key['code']}`. The arms type the same segments, rotated; the simulated developer meets the same "
             "pauses at the same places in every arm. Intervals: 90 %, resampling whole segments with "
             "replacement (2,000 draws), paired across arms."
-            + "".join(f" {k.replace('_', ' ').capitalize()}: `{json.dumps(key[k])}`." for k in ("ours_settings", "backend_env")
+            + "".join(f" {k.replace('_', ' ').capitalize()}: `{json.dumps(key[k])}`." for k in ("ours_settings", "backend_env", "editor_style")
                       if k in key)
             + f" Simulated developer ({dev}): {DEVELOPER_SAYS[dev]}."
             + (" The word developer's figures: [Developer kinds side by side](#developer-kinds-side-by-side)."
@@ -475,7 +480,7 @@ def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dic
     _plot(rep, {a: summ[a]["_lat"] for a in arms})
     top = _headline_of(kinds[dev], arms, attribution[dev], targets[dev][0])
     headline = {"segments": top.pop("segments"), "chars_per_segment": args.chars, "client_code": key["code"],
-                **{k: key[k] for k in ("ours_settings", "backend_env") if k in key}, "developer": dev, **top}
+                **{k: key[k] for k in ("ours_settings", "backend_env", "editor_style") if k in key}, "developer": dev, **top}
     if "word" in kinds:
         word = kinds["word"]
         headline["developer_word"] = _headline_of(word, arms, attribution["word"], targets["word"][0])

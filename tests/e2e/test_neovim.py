@@ -302,7 +302,9 @@ def test_neovim_tab_after_typing_into_the_ghost_text_inserts_it_once(backend, tm
     and its own accept replaced the range as asked: Tab after typing the ghost's first character
     wrote that character twice (`print(f"` + Tab → `print(f"f`). The plugin places the item on the buffer as
     it is: the typed part kept, the rest inserted once; a key that contradicts the item, typed with the Tab
-    before Neovim's change events run, makes Tab insert none of it."""
+    at once, makes Tab insert none of it: either the item is still current and its placement refuses it, or
+    Neovim's cursor-move handler ran between the keys, the guarded show dropped it, and Tab is a Tab (blanks
+    to the next tab stop) — which of the two depends on whether Neovim ran that handler in the typeahead."""
     with connected_nvim(tmp_path, backend, "through.py") as (nvim, lsp_log):
         before, ghost = _ghost_to_type_through(nvim)
         assert ghost, "no ghost text in any context\n" + failure_context(lsp_log, backend)
@@ -317,7 +319,10 @@ def test_neovim_tab_after_typing_into_the_ghost_text_inserts_it_once(backend, tm
         other = "#" if ghost[0] != "#" else "@"          # a key the ghost text does not start with
         nvim.input(other + "<Tab>")
         time.sleep(0.5)
-        assert buffer_text(nvim) == before + other, (buffer_text(nvim), before + other, ghost)
+        now = buffer_text(nvim)
+        assert now.startswith(before + other), (now, before + other, ghost)
+        tab_itself = now[len(before + other):]
+        assert tab_itself.strip() == "" and len(tab_itself) <= 8, (now, before + other, ghost)   # none of the item
 
 
 def test_neovim_placement_of_an_item_on_the_buffer_as_it_is_now(tmp_path):

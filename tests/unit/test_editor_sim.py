@@ -167,3 +167,21 @@ def test_neovim_keeps_showing_the_rest_of_an_item_typed_into_until_an_answer_rep
     assert [s["text"] for s in res.shows] == [" compute(a)"]
     with pytest.raises(ValueError):
         SimEditor(["true"], style="emacs")
+
+
+def test_vscode_1_100_asks_50_ms_after_the_last_key_and_keeps_an_item_typed_into():
+    """VS Code 1.100 debounces automatic inline-completion requests by 50 ms (`quickcode bench vscode`) and
+    keeps showing an item typed into; the "vscode" style asks on the key itself. Same developer, same virtual
+    clock: every ask comes 50 ms later than the key's own ask."""
+    def suggest(doc):
+        return " compute(a)" if doc == "x =" else None
+
+    at_key, _, _ = _type("whole", suggest, TARGET, style="vscode", accept_prob=0.0)
+    later, _, _ = _type("whole", suggest, TARGET, style="vscode-1.100", accept_prob=0.0)
+    first = {}
+    for a in at_key.asks:
+        first.setdefault(a["at"], a["t_ms"])
+    delays = [round(a["t_ms"] - first[a["at"]], 3) for a in later.asks if a["at"] in first]
+    assert delays and all(50.0 <= d <= 55.0 for d in delays), delays    # wake-ups shift keys by 1–2 ms
+    reshow = [s for s in later.shows if s["text"] == "compute(a)"]      # the key typed into it: its rest at once
+    assert reshow and reshow[0]["at"] == 4 and reshow[0]["t_ms"] < min(a["t_ms"] for a in later.asks if a["at"] == 4)
