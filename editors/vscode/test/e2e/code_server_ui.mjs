@@ -28,8 +28,9 @@ export async function readGhost(page) {
   return page.evaluate(() => {
     const inline = [...document.querySelectorAll('.monaco-editor.focused .ghost-text-decoration')]
       .map(e => e.textContent).join('');
-    // lines after the first are rendered in a view zone below the cursor line
-    const more = [...document.querySelectorAll('.monaco-editor.focused .ghost-text .view-line')]
+    // lines after the first are rendered in a view zone below the cursor line (VS Code 1.100:
+    // .view-zones > [monaco-view-zone] > .suggest-preview-text > .view-line > span > span.ghost-text)
+    const more = [...document.querySelectorAll('.monaco-editor.focused .suggest-preview-text .view-line')]
       .map(e => e.textContent);
     return { inline, more };
   });
