@@ -39,9 +39,6 @@ class Editor(Protocol):
     def tab(self, expected_before: str, ghost: str, res: dict) -> str:
         """Press Tab on `ghost`: the characters it wrote ("" if none; what went wrong counted in `res`)."""
 
-    def text(self) -> str | None:
-        """The buffer's text now (None where the editor cannot say without saving)."""
-
 
 def type_segment(editor: Editor, before: str, target: str, seed: int, model: TypingModel,
                  progress=None) -> dict:

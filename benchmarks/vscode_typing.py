@@ -80,7 +80,7 @@ class VsCodeEditor:
         self.bridge, self.file = bridge, file
 
     def start(self, before: str) -> None:
-        self.bridge("open", file=self.file)
+        self.bridge("open", file=self.file)      # the workspace file holds `before` already
 
     def key(self, text: str) -> None:
         self.bridge("key", text=text)
@@ -90,9 +90,6 @@ class VsCodeEditor:
 
     def ghost(self) -> str | None:
         return self.bridge("ghost")["ghost"]
-
-    def text(self) -> None:
-        return None          # the file on disk at the session's end says it
 
     def tab(self, expected_before: str, ghost: str, res: dict) -> str:
         """Tab, then the cursor's line as rendered must be the last line of what was typed plus `ghost`. In the
