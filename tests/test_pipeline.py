@@ -320,6 +320,47 @@ def test_prepare_can_take_the_targets_own_tokenizer(tiny, tmp_path):
         prepare(tiny["data"], ["stdlib"], tokenizer_from=_other_tokenizer(tmp_path))
 
 
+@pytest.mark.pipeline
+def test_an_adapter_learns_the_data_and_merged_it_is_the_same_model(tiny, tmp_path):
+    """`model adapt` on the tiny target (a stand-in for a registry model: the same vocabulary as the data) learns
+    the data by training the adapter alone; the adapter folder holds only the adapter; `model merge`
+    gives a plain Llama folder whose logits are the adapted model's."""
+    import torch
+    from peft import PeftModel
+
+    from draft_model.adapt import RECORD, adapt, merge
+    from draft_model.configs import profile
+    from draft_model.train import Windows, evaluate, load_model
+
+    base = tiny["target_dir"]
+    p = profile("test", threads=1, lr=1e-2, eval_windows=4, eval_every=100, ckpt_every=100)
+    out = adapt(base, tiny["data"], tmp_path / "run", tmp_path / "adapter", p, steps=400, rank=8, alpha=16)
+    assert 0 < out["trainable_params"] < sum(q.numel() for q in load_model(base).parameters()) / 2
+    names = {f.name for f in (tmp_path / "adapter").iterdir()}
+    assert names >= {"adapter_config.json", "adapter_model.safetensors", "quickcode_fim.json", RECORD}
+    assert "model.safetensors" not in names
+    record = json.loads((tmp_path / "adapter" / RECORD).read_text())
+    assert record["heldout_modules"] and record["steps"] == 400
+    # the base's weights were not touched by training
+    before = load_model(base)
+    merged_dir = merge(base, tmp_path / "adapter", tmp_path / "merged")
+    merged = load_model(merged_dir)
+    adapted = PeftModel.from_pretrained(load_model(base), tmp_path / "adapter")
+    x = torch.tensor([[5, 17, 42, 99, 7, 300, 12]])
+    with torch.no_grad():
+        a, m, b = adapted(input_ids=x).logits, merged(input_ids=x).logits, before(input_ids=x).logits
+    assert (a - m).abs().max() < 0.05 * a.abs().max()        # bf16 weights in the merged folder
+    # it learnt the data (measured: held-out 5.50 → 5.42, training windows 5.41 → 5.30 nats)
+    assert out["loss"] < out["heldout_before"]["loss"] - 0.03
+    train_w = Windows(tiny["data"] / "train.bin", p.seq_len, 0).fixed(16, 4)
+    assert evaluate(adapted, train_w)["loss"] < evaluate(before, train_w)["loss"] - 0.05
+    assert (a - b).abs().max() > 10 * (a - m).abs().max()     # and the adapter did change the model
+    assert (merged_dir / "quickcode_fim.json").read_text() == (tmp_path / "adapter" / "quickcode_fim.json").read_text()
+    # an adapter trained on another vocabulary is refused
+    with pytest.raises(SystemExit, match="another tokenizer"):
+        merge(_other_tokenizer(tmp_path), tmp_path / "adapter", tmp_path / "merged2")
+
+
 def _other_tokenizer(tmp_path: Path) -> Path:
     out = tmp_path / "other-tok"
     from draft_model.fim import write_template

@@ -1,0 +1,121 @@
+"""Teach a pretrained model from a registry wheel to fill in the middle: a LoRA adapter trained on our FIM data.
+
+SmolLM2-135M (draft_model/registry_model.py) knows code but has no fill-in-the-middle tokens, so the backend
+serves it with the plain prefix and it never sees the text below the cursor. `adapt` trains a low-rank adapter
+(peft LoRA on every linear layer of the decoder; embeddings and the tied LM head stay as they are) on data packed
+in the model's own vocabulary with three of its control tokens in the FIM roles (the data's quickcode_fim.json),
+so the model learns the SPM layout our targets use (`<suffix>S<prefix>P` → the middle continues the prefix).
+The adapter is small enough to commit (`models/smollm2-fim`); `merge` folds it into the imported weights, which
+`scripts/setup.sh smollm2` does on a fresh machine, so the served folder is an ordinary Llama folder.
+
+The training loop is `draft_model.train.train` (its checkpoints, resume, evaluation and schedule) on the
+adapter-wrapped model: only the adapter's parameters have gradients, so only they move.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+from draft_model import fim
+from draft_model import tokenizer as tokmod
+from draft_model.configs import TrainProfile
+
+# every projection of the decoder (attention and MLP): the adapter's reach
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+RECORD = "quickcode_adapt.json"
+BASE_RECORDS = ("quickcode_import.json", "LICENSE")   # what a registry import carries about where it came from
+
+
+def with_adapter(model, rank: int, alpha: float):
+    """`model` wrapped with a fresh LoRA adapter of `rank` on LORA_TARGETS (the adapter starts as a no-op)."""
+    from peft import LoraConfig, get_peft_model
+
+    cfg = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(LORA_TARGETS), bias="none",
+                     task_type="CAUSAL_LM")
+    return get_peft_model(model, cfg)
+
+
+def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: TrainProfile, *, steps: int,
+          rank: int = 16, alpha: float = 32.0, seed: int = 0, argv: list[str] | None = None) -> dict:
+    """Train an adapter for `base_dir` on `data_dir` (packed with the base's vocabulary) for `steps` steps,
+    checkpointing in `run_dir` (rerun to resume), and write it to `out_dir` with the data's FIM template and a
+    record of how it was made. Returns the held-out figures of the base and of the adapted model."""
+    import torch
+
+    from draft_model.pipeline import command_line
+    from draft_model.train import Windows, evaluate, load_model, train
+
+    tok_dir = data_dir / "tokenizer"
+    tokmod.check_same_vocab(base_dir, tok_dir)
+    spec = tok_dir / fim.TEMPLATE_FILE
+    tok = tokmod.load(tok_dir)
+    missing = [v for k, v in fim.template_names(tok_dir).items() if k in ("prefix_token", "suffix_token", "eot_token")
+               and tok.token_to_id(v) is None]
+    if missing or (spec.exists() and json.loads(spec.read_text()).get("prefix_only")):
+        raise SystemExit(f"{tok_dir} has no FIM template: prepare the data with --tokenizer-from a folder whose "
+                         f"{fim.TEMPLATE_FILE} names the FIM tokens")
+    if p.threads:
+        torch.set_num_threads(p.threads)
+    model = load_model(base_dir)
+    eval_w = Windows(data_dir / "heldout.bin", p.seq_len, seed).fixed(p.eval_windows, p.batch_size)
+    before = evaluate(model, eval_w)
+    model = with_adapter(model, rank, alpha)
+    trainable = sum(q.numel() for q in model.parameters() if q.requires_grad)
+    label = f"adapt {base_dir.name} (LoRA r={rank}, {trainable / 1e6:.2f}M trainable)"
+    result = train(model, p, data_dir, run_dir, steps=steps, seed=seed, label=label)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)                  # adapter_config.json + adapter_model.safetensors only
+    if spec.exists():       # the template the data was packed with is the one to prompt with
+        shutil.copy(spec, out_dir / fim.TEMPLATE_FILE)
+    else:
+        fim.write_template(out_dir, "spm", fim.template_names(tok_dir))
+    record = {"command": command_line(argv or []), "base": str(base_dir), "base_import": _base_import(base_dir),
+              "tokenizer_sha256": _sha256(base_dir / "tokenizer.json"), "rank": rank, "alpha": alpha,
+              "targets": list(LORA_TARGETS), "trainable_params": trainable, "profile": p.name,
+              "seq_len": p.seq_len, "batch_size": p.batch_size, "lr": p.lr, "steps": result["steps"],
+              "tokens": result["tokens"], "elapsed_s": round(result["elapsed_s"], 1),
+              "data_summary": json.loads((data_dir / "summary.json").read_text()),
+              # the modules it never trained on (the same stable hash as every data of ours): evaluations pick
+              # their held-out code from these
+              "heldout_modules": json.loads((data_dir / "manifest.json").read_text())["heldout_modules"],
+              "heldout_before": before,
+              "heldout_after": {k: result[k] for k in ("loss", "ppl", "top1")}}
+    (out_dir / RECORD).write_text(json.dumps(record, indent=1, default=str) + "\n")
+    return {"heldout_before": before, **result, "trainable_params": trainable}
+
+
+def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
+    """The base with the adapter folded into its weights: an ordinary bf16 Llama folder vLLM serves, with the
+    adapter's FIM template (so the backend prompts it with the suffix) and both records. Refuses an adapter
+    trained on another tokenizer."""
+    import torch
+    from peft import PeftModel
+
+    from draft_model.train import load_model
+
+    record = json.loads((adapter_dir / RECORD).read_text())
+    if record["tokenizer_sha256"] != _sha256(base_dir / "tokenizer.json"):
+        raise SystemExit(f"{adapter_dir} was trained on another tokenizer than {base_dir}'s")
+    model = PeftModel.from_pretrained(load_model(base_dir), adapter_dir).merge_and_unload()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
+    for name in (*tokmod.HF_TOKENIZER_FILES, *BASE_RECORDS):
+        if (base_dir / name).exists():
+            shutil.copy(base_dir / name, out_dir / name)
+    shutil.copy(adapter_dir / fim.TEMPLATE_FILE, out_dir / fim.TEMPLATE_FILE)
+    shutil.copy(adapter_dir / RECORD, out_dir / RECORD)
+    gen = out_dir / "generation_config.json"
+    if gen.exists():
+        gen.unlink()  # vLLM would take its defaults as sampling defaults; the backend sets its own
+    return out_dir
+
+
+def _base_import(base_dir: Path) -> dict | None:
+    f = base_dir / "quickcode_import.json"
+    return json.loads(f.read_text()) if f.exists() else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
