@@ -101,8 +101,8 @@ def test_wide_vocabulary_bins_round_trip(tmp_path):
 
 
 def test_cpu_quality_profile_config_loads_into_settings_and_engine_args(monkeypatch):
-    """configs/cpu-smollm2.toml (the registry model that `scripts/setup.sh smollm2` makes): INT8 served, no
-    speculation (the embedded draft's vocabulary is another)."""
+    """configs/cpu-smollm2.toml (the registry model with our FIM adapter that `scripts/setup.sh smollm2` makes):
+    INT8 served, no speculation (the embedded draft's vocabulary is another), the suffix in every prompt."""
     from backend.settings import Settings
     from backend.vllm_engine import engine_args
 
@@ -110,7 +110,7 @@ def test_cpu_quality_profile_config_loads_into_settings_and_engine_args(monkeypa
     monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "cpu-smollm2.toml"))
     s = Settings()  # extra="forbid": a key that is not a Settings field fails here
     assert (s.precision, s.spec_method, s.max_model_len, s.enforce_eager) == ("int8", "off", 2048, False)
-    assert s.target_path == s.model_int8 == Path("runs/registry-smollm2-int8")
+    assert s.target_path == s.model_int8 == Path("runs/registry-smollm2-fim-int8") and s.fim_policy == "always"
     args = engine_args(s)
     assert args.model == str(s.model_int8) and args.speculative_config is None
 
