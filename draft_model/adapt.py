@@ -48,14 +48,7 @@ def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: Train
     from draft_model.train import Windows, evaluate, load_model, train
 
     tok_dir = data_dir / "tokenizer"
-    tokmod.check_same_vocab(base_dir, tok_dir)
-    spec = tok_dir / fim.TEMPLATE_FILE
-    tok = tokmod.load(tok_dir)
-    missing = [v for k, v in fim.template_names(tok_dir).items() if k in ("prefix_token", "suffix_token", "eot_token")
-               and tok.token_to_id(v) is None]
-    if missing or (spec.exists() and json.loads(spec.read_text()).get("prefix_only")):
-        raise SystemExit(f"{tok_dir} has no FIM template: prepare the data with --tokenizer-from a folder whose "
-                         f"{fim.TEMPLATE_FILE} names the FIM tokens")
+    _check_fim_data(base_dir, tok_dir)
     if p.threads:
         torch.set_num_threads(p.threads)
     model = load_model(base_dir)
@@ -66,7 +59,9 @@ def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: Train
     label = f"adapt {base_dir.name} (LoRA r={rank}, {trainable / 1e6:.2f}M trainable)"
     result = train(model, p, data_dir, run_dir, steps=steps, seed=seed, label=label)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)                  # adapter_config.json + adapter_model.safetensors only
+    model.save_pretrained(out_dir)                  # adapter_config.json + adapter_model.safetensors
+    (out_dir / "README.md").unlink(missing_ok=True)   # peft's empty card template: ours is written by hand
+    spec = tok_dir / fim.TEMPLATE_FILE
     if spec.exists():       # the template the data was packed with is the one to prompt with
         shutil.copy(spec, out_dir / fim.TEMPLATE_FILE)
     else:
@@ -110,6 +105,19 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
     if gen.exists():
         gen.unlink()  # vLLM would take its defaults as sampling defaults; the backend sets its own
     return out_dir
+
+
+def _check_fim_data(base_dir: Path, tok_dir: Path) -> None:
+    """The data was packed in the base's vocabulary, with FIM tokens the vocabulary has (not a prefix-only
+    placeholder template): else the adapter would learn a layout the served prompts do not use."""
+    tokmod.check_same_vocab(base_dir, tok_dir)
+    spec = tok_dir / fim.TEMPLATE_FILE
+    tok = tokmod.load(tok_dir)
+    missing = [v for k, v in fim.template_names(tok_dir).items() if k in ("prefix_token", "suffix_token", "eot_token")
+               and tok.token_to_id(v) is None]
+    if missing or (spec.exists() and json.loads(spec.read_text()).get("prefix_only")):
+        raise SystemExit(f"{tok_dir} has no FIM template: prepare the data with --tokenizer-from a folder whose "
+                         f"{fim.TEMPLATE_FILE} names the FIM tokens")
 
 
 def _base_import(base_dir: Path) -> dict | None:
