@@ -85,25 +85,20 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
     """The base with the adapter folded into its weights: an ordinary bf16 Llama folder vLLM serves, with the
     adapter's FIM template (so the backend prompts it with the suffix) and both records. Refuses an adapter
     trained on another tokenizer."""
-    import torch
     from peft import PeftModel
 
-    from draft_model.train import load_model
+    from draft_model.train import load_model, write_weights
 
     record = json.loads((adapter_dir / RECORD).read_text())
     if record["tokenizer_sha256"] != _sha256(base_dir / "tokenizer.json"):
         raise SystemExit(f"{adapter_dir} was trained on another tokenizer than {base_dir}'s")
     model = PeftModel.from_pretrained(load_model(base_dir), adapter_dir).merge_and_unload()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
-    for name in (*tokmod.HF_TOKENIZER_FILES, *BASE_RECORDS):
+    write_weights(model, base_dir, out_dir)
+    for name in BASE_RECORDS:
         if (base_dir / name).exists():
             shutil.copy(base_dir / name, out_dir / name)
     shutil.copy(adapter_dir / fim.TEMPLATE_FILE, out_dir / fim.TEMPLATE_FILE)
     shutil.copy(adapter_dir / RECORD, out_dir / RECORD)
-    gen = out_dir / "generation_config.json"
-    if gen.exists():
-        gen.unlink()  # vLLM would take its defaults as sampling defaults; the backend sets its own
     return out_dir
 
 

@@ -280,15 +280,21 @@ def model_from_checkpoint(run_dir: Path):
 
 def export(model, tok_dir: Path, out_dir: Path, provenance: dict, fim_order: str = "spm") -> Path:
     """An HF folder vLLM loads: bf16 safetensors, tokenizer, FIM template, training provenance."""
+    write_weights(model, tok_dir, out_dir)
+    fim.write_template(out_dir, fim_order, fim.template_names(tok_dir))
+    (out_dir / "quickcode_train.json").write_text(json.dumps(provenance, indent=1, default=str) + "\n")
+    return out_dir
+
+
+def write_weights(model, tok_dir: Path, out_dir: Path) -> None:
+    """The weights (bf16 safetensors; the model stays fp32) and `tok_dir`'s tokenizer files, without
+    generation_config.json: the part of an HF folder every export shares."""
     out_dir.mkdir(parents=True, exist_ok=True)
     model.to(torch.bfloat16).save_pretrained(out_dir, safe_serialization=True)
     model.to(torch.float32)
     for name in tokmod.HF_TOKENIZER_FILES:
         if (tok_dir / name).exists():  # a target's own tokenizer folder may lack special_tokens_map.json
             shutil.copy(tok_dir / name, out_dir / name)
-    fim.write_template(out_dir, fim_order, fim.template_names(tok_dir))
-    (out_dir / "quickcode_train.json").write_text(json.dumps(provenance, indent=1, default=str) + "\n")
     gen = out_dir / "generation_config.json"
     if gen.exists():
         gen.unlink()  # vLLM would take its defaults as sampling defaults; the backend sets its own
-    return out_dir
