@@ -7,6 +7,9 @@ in the model's own vocabulary with three of its control tokens in the FIM roles 
 so the model learns the SPM layout our targets use (`<suffix>S<prefix>P` → the middle continues the prefix).
 The adapter is small enough to commit (`models/smollm2-fim`); `merge` folds it into the imported weights, which
 `scripts/setup.sh smollm2` does on a fresh machine, so the served folder is an ordinary Llama folder.
+With `drop_layers` the adapter also heals a shallower model: the least influential decoder layers of the model
+(with its starting adapter) are dropped before training (draft_model/prune.py) and the record names them, so
+that `merge` drops the same layers from the base.
 
 The training loop is `draft_model.train.train` (its checkpoints, resume, evaluation and schedule) on the
 adapter-wrapped model: only the adapter's parameters have gradients, so only they move.
@@ -38,10 +41,13 @@ def with_adapter(model, rank: int, alpha: float):
 
 
 def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: TrainProfile, *, steps: int,
-          rank: int = 16, alpha: float = 32.0, seed: int = 0, argv: list[str] | None = None) -> dict:
+          rank: int = 16, alpha: float = 32.0, seed: int = 0, init_adapter: Path | None = None,
+          drop_layers: int = 0, argv: list[str] | None = None) -> dict:
     """Train an adapter for `base_dir` on `data_dir` (packed with the base's vocabulary) for `steps` steps,
     checkpointing in `run_dir` (rerun to resume), and write it to `out_dir` with the data's FIM template and a
-    record of how it was made. Returns the held-out figures of the base and of the adapted model."""
+    record of how it was made. `init_adapter`: start from that adapter (its rank) instead of a fresh one;
+    `drop_layers`: first drop that many least influential layers (kept in `run_dir` for the resume).
+    Returns the held-out figures of the starting model, of it pruned, and of the adapted model."""
     import torch
 
     from draft_model.pipeline import command_line
@@ -53,8 +59,11 @@ def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: Train
         torch.set_num_threads(p.threads)
     model = load_model(base_dir)
     eval_w = Windows(data_dir / "heldout.bin", p.seq_len, seed).fixed(p.eval_windows, p.batch_size)
+    # a fresh adapter starts as a no-op: `before` is then the base's figure
+    model = with_adapter(model, rank, alpha) if init_adapter is None else _from_adapter(model, base_dir, init_adapter)
+    rank, alpha = model.peft_config["default"].r, model.peft_config["default"].lora_alpha
     before = evaluate(model, eval_w)
-    model = with_adapter(model, rank, alpha)
+    pruned = _prune(model, eval_w, run_dir, drop_layers) if drop_layers else None
     trainable = sum(q.numel() for q in model.parameters() if q.requires_grad)
     label = f"adapt {base_dir.name} (LoRA r={rank}, {trainable / 1e6:.2f}M trainable)"
     result = train(model, p, data_dir, run_dir, steps=steps, seed=seed, label=label)
@@ -75,10 +84,14 @@ def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: Train
               # the modules it never trained on (the same stable hash as every data of ours): evaluations pick
               # their held-out code from these
               "heldout_modules": json.loads((data_dir / "manifest.json").read_text())["heldout_modules"],
+              "init_adapter": None if init_adapter is None else {
+                  "path": str(init_adapter), "steps": json.loads((init_adapter / RECORD).read_text())["steps"]},
+              **(pruned or {}),
               "heldout_before": before,
               "heldout_after": {k: result[k] for k in ("loss", "ppl", "top1")}}
     (out_dir / RECORD).write_text(json.dumps(record, indent=1, default=str) + "\n")
-    return {"heldout_before": before, **result, "trainable_params": trainable}
+    return {"heldout_before": before, **({"heldout_pruned": pruned["heldout_pruned"]} if pruned else {}), **result,
+            "trainable_params": trainable}
 
 
 def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
@@ -87,12 +100,14 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
     trained on another tokenizer."""
     from peft import PeftModel
 
+    from draft_model.prune import drop_layers
     from draft_model.train import load_model, write_weights
 
     record = json.loads((adapter_dir / RECORD).read_text())
     if record["tokenizer_sha256"] != _sha256(base_dir / "tokenizer.json"):
         raise SystemExit(f"{adapter_dir} was trained on another tokenizer than {base_dir}'s")
-    model = PeftModel.from_pretrained(load_model(base_dir), adapter_dir).merge_and_unload()
+    base = drop_layers(load_model(base_dir), record.get("dropped_layers", []))
+    model = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
     write_weights(model, base_dir, out_dir)
     for name in BASE_RECORDS:
         if (base_dir / name).exists():
@@ -100,6 +115,42 @@ def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
     shutil.copy(adapter_dir / fim.TEMPLATE_FILE, out_dir / fim.TEMPLATE_FILE)
     shutil.copy(adapter_dir / RECORD, out_dir / RECORD)
     return out_dir
+
+
+def _from_adapter(model, base_dir: Path, adapter_dir: Path):
+    """`model` wrapped with the trainable adapter of `adapter_dir` (one trained on this base, unpruned)."""
+    from peft import PeftModel
+
+    record = json.loads((adapter_dir / RECORD).read_text())
+    if record["tokenizer_sha256"] != _sha256(base_dir / "tokenizer.json"):
+        raise SystemExit(f"{adapter_dir} was trained on another tokenizer than {base_dir}'s")
+    if record.get("dropped_layers"):
+        raise SystemExit(f"{adapter_dir} was trained without layers {record['dropped_layers']}: start from an "
+                         f"adapter of the base with all its layers")
+    return PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+
+
+def _prune(model, eval_w, run_dir: Path, n: int) -> dict:
+    """Drop the `n` least influential layers of `model`; the choice is kept in `run_dir`, so a resume drops the
+    same ones. Returns the record's pruning fields: influence per layer, the dropped layers, held-out after."""
+    from draft_model.prune import drop_layers, layer_influence, least_influential
+    from draft_model.train import evaluate
+
+    choice = run_dir / "quickcode_prune.json"
+    if choice.exists():
+        rec = json.loads(choice.read_text())
+        if len(rec["dropped_layers"]) != n:
+            raise SystemExit(f"{run_dir} dropped {len(rec['dropped_layers'])} layers, not {n}: another run's folder")
+        drop_layers(model, rec["dropped_layers"])
+        return rec
+    influence = layer_influence(model, eval_w)
+    rec = {"layers_before": len(influence), "influence": [round(x, 4) for x in influence],
+           "dropped_layers": least_influential(influence, n)}
+    drop_layers(model, rec["dropped_layers"])
+    rec["heldout_pruned"] = evaluate(model, eval_w)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    choice.write_text(json.dumps(rec, indent=1) + "\n")
+    return rec
 
 
 def _check_fim_data(base_dir: Path, tok_dir: Path) -> None:

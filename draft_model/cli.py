@@ -87,6 +87,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--steps", type=int, required=True)
     a.add_argument("--rank", type=int, default=16)
     a.add_argument("--alpha", type=float, default=32.0)
+    a.add_argument("--init-adapter", type=Path, default=None,
+                   help="start from this adapter of the same base (its rank and alpha) instead of a fresh one")
+    a.add_argument("--drop-layers", type=int, default=0,
+                   help="first drop this many least influential decoder layers (draft_model/prune.py); the "
+                        "adapter heals the shallower model and merge drops the same layers")
     a.add_argument("--seq-len", type=int, default=1024)
     a.add_argument("--batch-size", type=int, default=2)
     a.add_argument("--lr", type=float, default=2e-4)
@@ -150,7 +155,8 @@ def _adapt(args: argparse.Namespace) -> int:
                 lr=args.lr, warmup_steps=args.warmup_steps, eval_every=args.ckpt_every, ckpt_every=args.ckpt_every,
                 eval_windows=args.eval_windows, threads=args.threads)
     result = adapt(args.base, args.data, args.run, args.export, p, steps=args.steps, rank=args.rank,
-                   alpha=args.alpha, seed=args.seed, argv=sys.argv[1:])
+                   alpha=args.alpha, seed=args.seed, init_adapter=args.init_adapter,
+                   drop_layers=args.drop_layers, argv=sys.argv[1:])
     print(json.dumps(result))
     return 0
 

@@ -3,6 +3,7 @@ vLLM (speculative output equals plain output), the vocabulary check, a target's 
 evaluation's pure parts (pattern classifier, greedy speculation simulation) on hand-made fixtures."""
 from __future__ import annotations
 
+import copy
 import json
 import math
 import subprocess
@@ -359,6 +360,62 @@ def test_an_adapter_learns_the_data_and_merged_it_is_the_same_model(tiny, tmp_pa
     # an adapter trained on another vocabulary is refused
     with pytest.raises(SystemExit, match="another tokenizer"):
         merge(_other_tokenizer(tmp_path), tmp_path / "adapter", tmp_path / "merged2")
+
+
+@pytest.mark.pipeline
+def test_an_adapter_heals_a_pruned_base_and_merge_prunes_the_base_the_same_way(tiny, tmp_path):
+    """`model adapt --init-adapter A --drop-layers 1` on a base with an inert middle layer: the influence picks
+    that layer, the adapter starts from A (its rank) on the pruned model, a rerun resumes with the same choice,
+    and `merge` drops the recorded layer from the base before folding the adapter in (logits = the adapted)."""
+    import torch
+    from peft import PeftModel
+
+    from draft_model.adapt import RECORD, adapt, merge
+    from draft_model.configs import profile
+    from draft_model.prune import drop_layers
+    from draft_model.train import load_model, write_weights
+
+    # the base: the tiny target with two more layers, a silenced copy of its first and a copy of its last
+    base = tmp_path / "base4"
+    m = load_model(tiny["target_dir"])
+    first, last = m.model.layers
+    inert = copy.deepcopy(first)
+    with torch.no_grad():
+        inert.self_attn.o_proj.weight.zero_()
+        inert.mlp.down_proj.weight.zero_()
+    m.model.layers = torch.nn.ModuleList([first, inert, copy.deepcopy(last), last])
+    for i, layer in enumerate(m.model.layers):
+        layer.self_attn.layer_idx = i
+    m.config.num_hidden_layers = 4
+    write_weights(m, tiny["target_dir"], base)
+
+    p = profile("test", threads=1, lr=1e-2, eval_windows=4, eval_every=20, ckpt_every=20)
+    adapt(base, tiny["data"], tmp_path / "run-a", tmp_path / "a", p, steps=20, rank=4, alpha=8)
+    out = adapt(base, tiny["data"], tmp_path / "run-b", tmp_path / "b", p, steps=40, init_adapter=tmp_path / "a",
+                drop_layers=1)
+    record = json.loads((tmp_path / "b" / RECORD).read_text())
+    assert record["dropped_layers"] == [1] and record["layers_before"] == 4
+    assert record["rank"] == 4 and record["init_adapter"]["steps"] == 20
+    # the layer did next to nothing (only adapter A's low-rank update on it): measured 0.003 nats
+    assert abs(out["heldout_pruned"]["loss"] - out["heldout_before"]["loss"]) < 0.02
+    # a rerun resumes the finished run with the recorded choice; another count is refused
+    again = adapt(base, tiny["data"], tmp_path / "run-b", tmp_path / "b2", p, steps=40,
+                  init_adapter=tmp_path / "a", drop_layers=1)
+    assert again["loss"] == pytest.approx(out["loss"])
+    with pytest.raises(SystemExit, match="not 2"):
+        adapt(base, tiny["data"], tmp_path / "run-b", tmp_path / "b3", p, steps=40, init_adapter=tmp_path / "a",
+              drop_layers=2)
+
+    merged = load_model(merge(base, tmp_path / "b", tmp_path / "merged"))
+    assert merged.config.num_hidden_layers == 3
+    adapted = PeftModel.from_pretrained(drop_layers(load_model(base), [1]), tmp_path / "b")
+    x = torch.tensor([[5, 17, 42, 99, 7, 300, 12]])
+    with torch.no_grad():
+        a, mm = adapted(input_ids=x).logits, merged(input_ids=x).logits
+    assert (a - mm).abs().max() < 0.05 * a.abs().max()
+    # a pruned adapter is not a starting point for another run on the full base
+    with pytest.raises(SystemExit, match="without layers"):
+        adapt(base, tiny["data"], tmp_path / "run-c", tmp_path / "c", p, steps=1, init_adapter=tmp_path / "b")
 
 
 def _other_tokenizer(tmp_path: Path) -> Path:
