@@ -59,6 +59,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--idioms-per-kind", type=int, default=10, help="held-out idiom lines per idiom kind (15 kinds)")
+    p.add_argument("--idiom-files", type=Path, nargs="+", default=None,
+                   help="idiom lines (and top-1 windows) from these files instead of the held-out modules every "
+                        "model of ours held out: code no compared model can have trained on, e.g. this "
+                        "repository's own (written after a pretrained model's data was gathered)")
     p.add_argument("--loss-windows", type=int, default=32, help="held-out windows for top-1 (512 tokens each)")
     p.add_argument("--typing-sessions", type=int, default=4, help="typing sessions per arm (0: skip typing)")
     p.add_argument("--typing-chars", type=int, default=300)
@@ -329,6 +333,13 @@ def common_heldout(model_dirs: list[Path]):
     return docs, sorted(common)
 
 
+def files_docs(paths: list[Path]):
+    """The files of `--idiom-files` as documents (each its own module)."""
+    from draft_model.corpus import Document
+
+    return [Document(module=f"file:{p}", path=str(p), text=p.read_text()) for p in paths]
+
+
 def offline_figures(model_dir: Path, docs, idioms_per_kind: int, loss_windows: int) -> dict:
     """PyTorch fp32: idiom lines exact as plain-prefix and as FIM prompts, held-out top-1 and loss per char."""
     import torch
@@ -429,7 +440,8 @@ def run(args: argparse.Namespace) -> dict:
     problems = load_problems()
     all_tasks = single_line_tasks(problems)
     tasks = subset(all_tasks, args.humaneval, args.seed)
-    docs, common_mods = common_heldout(list(model_sets.values()))
+    docs, common_mods = (files_docs(args.idiom_files), []) if args.idiom_files else \
+        common_heldout(list(model_sets.values()))
     served_idioms = idiom_cases(docs, args.idioms_per_kind)
     print(f"[quality] {len(arms)} arms, {len(tasks)} HumanEval tasks, {len(served_idioms)} idiom lines, "
           f"{args.typing_sessions} typing sessions each", file=sys.stderr, flush=True)
@@ -478,7 +490,8 @@ def run(args: argparse.Namespace) -> dict:
     offline: dict[str, dict] = {}
     if not args.skip_offline and docs:
         for name, target in model_sets.items():
-            key = _piece_key(_sha(target), common_mods, args.idioms_per_kind, args.loss_windows,
+            key = _piece_key(_sha(target), common_mods or [d.module for d in docs], args.idioms_per_kind,
+                             args.loss_windows,
                              code_digest(OFFLINE_CODE))
             piece = args.work / f"offline-{_slug(name)}.json"
             if (done := _load_piece(piece, key)) is None:
@@ -623,8 +636,11 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
     foreign = [a.name for a in arms if not a.model_set]
     caveat = (f" **Not ours: {', '.join(foreign)} (a model trained elsewhere, with no provenance saying what it "
               "saw: these modules, and HumanEval, may have been in its training data).**" if foreign else "")
-    rep.add(f"## Held-out idiom lines and next-token top-1\n\nHeld-out modules every compared model of ours held out "
-            f"({len(common_mods)}: {', '.join(f'`{m}`' for m in common_mods)}){caveat}; lines cut inside a common idiom "
+    where = (f"The files given with `--idiom-files` ({len(args.idiom_files)}: "
+             f"{', '.join(f'`{f}`' for f in args.idiom_files)})" if args.idiom_files else
+             f"Held-out modules every compared model of ours held out ({len(common_mods)}: "
+             f"{', '.join(f'`{m}`' for m in common_mods)}){caveat}")
+    rep.add(f"## Held-out idiom lines and next-token top-1\n\n{where}; lines cut inside a common idiom "
             f"(`draft_model/evaluate.py` IDIOM_PROMPTS, up to {args.idioms_per_kind} per kind); exact = the rest of the "
             "line. *Served*: through `/v1/completions` with the lines after as the suffix (the server's `fim_policy` "
             "decides: `mid_line` prompts a line end with the plain prefix). *Plain* and *FIM*: PyTorch fp32, "

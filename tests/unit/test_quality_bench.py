@@ -131,3 +131,21 @@ def test_an_arm_with_its_own_model_folder_is_served_alone_with_no_offline_figure
     assert cur.speculation() == "draft"
     imp.settings = ["spec_method=ngram"]
     assert imp.speculation() == "ngram"
+
+
+def test_idiom_lines_can_come_from_files_no_model_trained_on(tmp_path):
+    """`--idiom-files`: each file is a document of its own, cut at the same idiom places as held-out modules."""
+    from benchmarks.quality import files_docs
+    from draft_model.evaluate import idiom_cases
+
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("import os\n\n\ndef f(xs):\n    for x in xs:\n        print(x)\n    return len(xs)\n")
+    b.write_text("class C:\n    def __init__(self, n):\n        self.n = n\n")
+    docs = files_docs([a, b])
+    assert [(d.module, d.path) for d in docs] == [(f"file:{a}", str(a)), (f"file:{b}", str(b))]
+    cases = idiom_cases(docs, per_kind=5)
+    assert cases and {c["path"] for c in cases} <= {str(a), str(b)}
+    for c in cases:                      # each case is its document cut at the cursor, the rest of the line expected
+        text = (a if c["path"] == str(a) else b).read_text()
+        assert text.startswith(c["prefix"] + c["expected"]) and text.endswith(c["suffix"])
+        assert "\n" not in c["expected"] and c["expected"]
