@@ -90,8 +90,8 @@ def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: Train
               "heldout_before": before,
               "heldout_after": {k: result[k] for k in ("loss", "ppl", "top1")}}
     (out_dir / RECORD).write_text(json.dumps(record, indent=1, default=str) + "\n")
-    return {"heldout_before": before, **({"heldout_pruned": pruned["heldout_pruned"]} if pruned else {}), **result,
-            "trainable_params": trainable}
+    after_pruning = {"heldout_pruned": pruned["heldout_pruned"]} if pruned else {}
+    return {"heldout_before": before, **after_pruning, **result, "trainable_params": trainable}
 
 
 def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:

@@ -12,10 +12,14 @@ from __future__ import annotations
 import torch
 
 
+def _causal_lm(model):
+    """The Llama causal LM itself, under a peft wrapper if there is one."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
 def decoder_layers(model) -> torch.nn.ModuleList:
     """The decoder's layer list of a Llama model, a peft-wrapped one too."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base.model.layers
+    return _causal_lm(model).model.layers
 
 
 @torch.no_grad()
@@ -69,7 +73,7 @@ def drop_layers(model, drop: list[int]):
     kept = [layer for i, layer in enumerate(layers) if i not in set(drop)]
     for new_idx, layer in enumerate(kept):
         layer.self_attn.layer_idx = new_idx
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base = _causal_lm(model)
     base.model.layers = torch.nn.ModuleList(kept)
     base.config.num_hidden_layers = len(kept)
     return model
