@@ -334,10 +334,12 @@ def common_heldout(model_dirs: list[Path]):
 
 
 def files_docs(paths: list[Path]):
-    """The files of `--idiom-files` as documents (each its own module)."""
+    """The files of `--idiom-files` as documents (each its own module), and those module names (as
+    `common_heldout` gives them)."""
     from draft_model.corpus import Document
 
-    return [Document(module=f"file:{p}", path=str(p), text=p.read_text()) for p in paths]
+    docs = [Document(module=f"file:{p}", path=str(p), text=p.read_text()) for p in paths]
+    return docs, [d.module for d in docs]
 
 
 def offline_figures(model_dir: Path, docs, idioms_per_kind: int, loss_windows: int) -> dict:
@@ -440,7 +442,7 @@ def run(args: argparse.Namespace) -> dict:
     problems = load_problems()
     all_tasks = single_line_tasks(problems)
     tasks = subset(all_tasks, args.humaneval, args.seed)
-    docs, common_mods = (files_docs(args.idiom_files), []) if args.idiom_files else \
+    docs, common_mods = files_docs(args.idiom_files) if args.idiom_files else \
         common_heldout(list(model_sets.values()))
     served_idioms = idiom_cases(docs, args.idioms_per_kind)
     print(f"[quality] {len(arms)} arms, {len(tasks)} HumanEval tasks, {len(served_idioms)} idiom lines, "
@@ -490,8 +492,7 @@ def run(args: argparse.Namespace) -> dict:
     offline: dict[str, dict] = {}
     if not args.skip_offline and docs:
         for name, target in model_sets.items():
-            key = _piece_key(_sha(target), common_mods or [d.module for d in docs], args.idioms_per_kind,
-                             args.loss_windows,
+            key = _piece_key(_sha(target), common_mods, args.idioms_per_kind, args.loss_windows,
                              code_digest(OFFLINE_CODE))
             piece = args.work / f"offline-{_slug(name)}.json"
             if (done := _load_piece(piece, key)) is None:

@@ -67,13 +67,13 @@ def least_influential(influence: list[float], n: int) -> list[int]:
 def drop_layers(model, drop: list[int]):
     """Remove the decoder layers `drop` (indices of the current list) in place; the rest keep their order and are
     renumbered (their KV-cache slots and the config's layer count follow). Returns `model`."""
-    layers = decoder_layers(model)
-    if any(not 0 <= i < len(layers) for i in drop):
+    base = _causal_lm(model)
+    layers, gone = base.model.layers, set(drop)
+    if any(not 0 <= i < len(layers) for i in gone):
         raise ValueError(f"layer indices {drop} outside 0..{len(layers) - 1}")
-    kept = [layer for i, layer in enumerate(layers) if i not in set(drop)]
+    kept = [layer for i, layer in enumerate(layers) if i not in gone]
     for new_idx, layer in enumerate(kept):
         layer.self_attn.layer_idx = new_idx
-    base = _causal_lm(model)
     base.model.layers = torch.nn.ModuleList(kept)
     base.config.num_hidden_layers = len(kept)
     return model

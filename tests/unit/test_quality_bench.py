@@ -141,8 +141,9 @@ def test_idiom_lines_can_come_from_files_no_model_trained_on(tmp_path):
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("import os\n\n\ndef f(xs):\n    for x in xs:\n        print(x)\n    return len(xs)\n")
     b.write_text("class C:\n    def __init__(self, n):\n        self.n = n\n")
-    docs = files_docs([a, b])
+    docs, modules = files_docs([a, b])
     assert [(d.module, d.path) for d in docs] == [(f"file:{a}", str(a)), (f"file:{b}", str(b))]
+    assert modules == [f"file:{a}", f"file:{b}"]
     cases = idiom_cases(docs, per_kind=5)
     assert cases and {c["path"] for c in cases} <= {str(a), str(b)}
     for c in cases:                      # each case is its document cut at the cursor, the rest of the line expected
