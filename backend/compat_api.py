@@ -9,8 +9,9 @@
   `POST /api/show` (whose template shows `.Suffix`: how Continue decides that a model can infill).
 
 Each request is a one-request session of its user: the same auth, rate limits, scheduler (newest first,
-shedding), metrics and engine aborts as the WebSocket. A prompt that already holds the served model's FIM
-tokens is understood as them (backend/fim_templates.py `client_prompt`). Errors use each API's own shape.
+shedding), metrics and engine aborts as the WebSocket. A prompt without a suffix that already holds the
+served model's FIM tokens is understood as them; with a suffix it is text (backend/fim_templates.py
+`client_prompt`). Errors use each API's own shape.
 """
 from __future__ import annotations
 
@@ -240,7 +241,7 @@ def register(app: FastAPI, backend) -> None:
             return {"model": model, "created_at": now_iso(), "response": "", "done": True,
                     "done_reason": "load"}
         tok, template = engine_bits()
-        prefix, suffix, ids = client_prompt(tok, template, body.prompt, body.suffix or "")
+        prefix, suffix, ids = client_prompt(tok, template, body.prompt, body.suffix)
         opts = body.options
         msg = Complete(id="gen-" + secrets.token_hex(6), prefix=prefix, suffix=suffix,
                        max_tokens=_predict(opts.num_predict, settings.max_tokens_limit),

@@ -13,7 +13,7 @@ from typing import AsyncIterator, Protocol
 
 from tokenizers import Tokenizer
 
-from backend.fim_templates import FimTemplate
+from backend.fim_templates import FimTemplate, reads_markers_as_text
 from backend.settings import Settings
 
 
@@ -103,7 +103,7 @@ class Engine(Protocol):
 
 def load_tokenizer(settings: Settings) -> tuple[Tokenizer, FimTemplate]:
     """The target model folder's tokenizer and FIM template (the prompt is built from ids on our side)."""
-    tok = Tokenizer.from_file(str(settings.target_path / "tokenizer.json"))
+    tok = reads_markers_as_text(Tokenizer.from_file(str(settings.target_path / "tokenizer.json")))
     template = FimTemplate.load(settings.target_path, tok, settings.fim_order, settings.fim_template)
     log.info("FIM template %s (order %s)", template.name, template.order)
     return tok, template

@@ -8,10 +8,11 @@ that a client already wrote in the served model's template is split back into pr
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Tokenizer
+from tokenizers import AddedToken, Tokenizer
 
 
 @dataclass(frozen=True)
@@ -197,17 +198,50 @@ def holds_special_tokens(tok: Tokenizer, prompt: str, t: FimTemplate | None = No
     return any(name in prompt for name in control_tokens(tok, t))
 
 
+_MARKER = re.compile(r"<[^\s<>]+>")
+
+
+def reads_markers_as_text(tok: Tokenizer) -> Tokenizer:
+    """`tok`, set to encode a special token's name written in text as that text: `<fim_middle>` in a user's
+    file is code, never the marker (else a file could rewrite its own prompt's layout). Added tokens shaped
+    like a marker but not flagged special (DeepSeek's `<｜fim▁hole｜>`) are flagged first (same ids); other
+    added tokens (whitespace runs) stay as they are. The template's tokens go in by id (backend/fim.py
+    fim_layout); a client's own template by `templated_ids`."""
+    marked = [a for a in tok.get_added_tokens_decoder().values()
+              if not a.special and _MARKER.fullmatch(a.content)]
+    if marked:
+        tok.add_special_tokens([AddedToken(a.content, special=True, normalized=a.normalized, lstrip=a.lstrip,
+                                           rstrip=a.rstrip, single_word=a.single_word) for a in marked])
+    tok.encode_special_tokens = True
+    return tok
+
+
+def templated_ids(tok: Tokenizer, t: FimTemplate | None, prompt: str) -> list[int]:
+    """The ids of a prompt a client templated itself: each special token it spells is that token, the text
+    between them text (also on a tokenizer set by `reads_markers_as_text`)."""
+    names = sorted(control_tokens(tok, t), key=len, reverse=True)
+    ids: list[int] = []
+    for piece in re.split("(" + "|".join(map(re.escape, names)) + ")", prompt) if names else [prompt]:
+        if piece in names:
+            ids.append(tok.token_to_id(piece))
+        elif piece:
+            ids.extend(tok.encode(piece, add_special_tokens=False).ids)
+    return ids
+
+
 def client_prompt(tok: Tokenizer | None, t: FimTemplate | None, prompt: str,
-                  suffix: str) -> tuple[str, str, list[int] | None]:
-    """(prefix, suffix, ids) for a compat endpoint's prompt: plain text is the prefix (ids None: built as
-    usual); a prompt in the served model's FIM template is split back into prefix and suffix; any other prompt
-    that spells special tokens goes to the model as its tokens, the special tokens as themselves (ids)."""
-    if tok is None or t is None or not holds_special_tokens(tok, prompt, t):
-        return prompt, suffix, None
+                  suffix: str | None) -> tuple[str, str, list[int] | None]:
+    """(prefix, suffix, ids) for a compat endpoint's prompt. A request that gives a `suffix` (even empty)
+    gave its prompt as the text before the cursor: it is the prefix, markers and all, as text (ids None:
+    built as usual). Without one, a prompt in the served model's FIM template is split back into prefix and
+    suffix (Continue's templates); any other prompt that spells special tokens goes to the model as its
+    tokens, the special tokens as themselves (ids); plain text is the prefix."""
+    if suffix is not None or tok is None or t is None or not holds_special_tokens(tok, prompt, t):
+        return prompt, suffix or "", None
     split = split_templated(tok, t, prompt)
     if split is not None:
         return split[0], split[1], None
-    return prompt, suffix, tok.encode(prompt).ids
+    return prompt, "", templated_ids(tok, t, prompt)
 
 
 def drop_special_stops(tok: Tokenizer | None, stop: list[str], t: FimTemplate | None = None) -> list[str]:

@@ -77,7 +77,7 @@ def register(app: FastAPI, backend) -> None:
         stop = drop_special_stops(tok, stop, template)
         # a prompt in the served model's own FIM template (Continue's, llama.vscode's): its markers are the
         # special tokens, not text (backend/fim_templates.py client_prompt)
-        prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix or "")
+        prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix)
         sid = "http-" + secrets.token_hex(6)
         rid = "cmpl-" + secrets.token_hex(8)
         msg = Complete(id=rid, prefix=prefix, suffix=suffix,

@@ -18,6 +18,7 @@ from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 from backend.copy_model import EXTRA_KEY as COPY_KEY
 from backend.copy_model import copy_distribution, mix_logits
+from backend.fim_templates import reads_markers_as_text
 from backend.heal_mask import EXTRA_KEY as HEAL_KEY
 from backend.heal_mask import HealState, mask_logits, token_texts
 
@@ -41,7 +42,8 @@ class _RequestLogits:
 class QuickcodeLogitsProcessor(AdapterLogitsProcessor):
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         super().__init__(vllm_config, device, is_pin_memory)
-        self.tok = Tokenizer.from_file(str(Path(vllm_config.model_config.tokenizer) / "tokenizer.json"))
+        self.tok = reads_markers_as_text(
+            Tokenizer.from_file(str(Path(vllm_config.model_config.tokenizer) / "tokenizer.json")))
         self.texts = token_texts(self.tok)
 
     @classmethod

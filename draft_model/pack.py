@@ -16,6 +16,7 @@ import numpy as np
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
+from backend.fim_templates import reads_markers_as_text
 from draft_model.corpus import Document
 from draft_model.fim import DEFAULT_NAMES, FimSample, cursor_cut, split_for_fim
 
@@ -65,6 +66,7 @@ def pack(tok: Tokenizer, docs: list[Document], out: Path, *, chunk_chars: int, f
          spm_rate: float, passes: int, seed: int, names: dict | None = None, fim_cut: str = "cursor") -> int:
     """Write `out` (uint16 token ids; uint32, noted in `<out>.json`, past 65,536 tokens); return the count.
     Samples are shuffled across documents; FIM cuts are `fim_cut` (FIM_CUTS)."""
+    tok = reads_markers_as_text(tok)     # a marker's name written in a file is text, as the backend reads it
     dtype = bin_dtype(tok.get_vocab_size())
     rng = random.Random(seed)
     templates = _templates(tok, names)

@@ -17,6 +17,7 @@ import httpx
 import ollama
 import openai
 import pytest
+from tokenizers import Tokenizer
 
 from backend.auth import hash_token
 from backend.fake_engine import FakeEngine
@@ -77,9 +78,29 @@ def test_a_prompt_with_more_than_the_template_goes_to_the_model_as_its_tokens(fa
     with openai.OpenAI(base_url=f"{fake.http_url}/v1", api_key="x", max_retries=0) as c:
         out = c.completions.create(model=MODEL, prompt=prompt, max_tokens=4)
     (new,) = [r for k, r in fake.engine.requests.items() if k not in before]
-    assert new.prompt_ids == tok.encode(prompt).ids            # special tokens as themselves, nothing added
+    as_tokens = Tokenizer.from_file(str(fake.settings.target_path / "tokenizer.json")).encode(prompt).ids
+    assert new.prompt_ids == as_tokens                         # special tokens as themselves, nothing added
     assert new.prompt_ids[0] == tok.token_to_id("<file_sep>") and new.prompt_ids[-1] == tok.token_to_id("<fim_middle>")
     assert out.usage.prompt_tokens == len(new.prompt_ids)
+
+
+def test_a_file_that_spells_the_markers_is_text_when_the_request_gives_a_suffix(fake):
+    """A prompt + suffix request is the text around the cursor, whatever it spells: a file that writes the
+    model's FIM tokens (backend/fim_templates.py does) longer than the prompt budget is cut and completed as
+    the WebSocket would, the markers in it text — not refused as a prompt the client templated itself."""
+    tok = fake.engine.tokenizer
+    markers = [tok.token_to_id(n) for n in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")]
+    prefix = "".join(f"# <fim_prefix>{i}<fim_suffix>x<fim_middle>\n" for i in range(1000)) + PREFIX
+    before = set(fake.engine.requests)
+    with openai.OpenAI(base_url=f"{fake.http_url}/v1", api_key="x", max_retries=0) as c:
+        out = c.completions.create(model=MODEL, prompt=prefix, suffix=SUFFIX, max_tokens=8, temperature=0)
+        at_end = c.completions.create(model=MODEL, prompt=prefix, suffix="", max_tokens=8, temperature=0)
+    sent = [r for k, r in fake.engine.requests.items() if k not in before]
+    assert out.choices[0].text == ws_text(fake, prefix, SUFFIX, 8)
+    assert at_end.choices[0].text == ws_text(fake, prefix, "", 8)
+    counts = [sent[0].prompt_ids.count(m) for m in markers]
+    assert counts[:2] == [1, 1] and counts[2] <= 1          # the template's own only (SPM: no middle token)
+    assert out.usage.prompt_tokens <= fake.backend.service.prompt_budget_tokens
 
 
 # ── Ollama

@@ -143,9 +143,13 @@ def test_client_prompt_plain_templated_or_raw():
     tok = family_tokenizer(FAMILIES["qwen2.5-coder"])
     t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
     assert fim_templates.client_prompt(tok, t, "a b", "c") == ("a b", "c", None)
-    assert fim_templates.client_prompt(tok, t, "<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>", "") == ("a", "c", None)
+    assert fim_templates.client_prompt(tok, t, "<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>", None) == ("a", "c", None)
     raw = "<|file_sep|>x.py\na<|fim_prefix|>a<|fim_suffix|>c<|fim_middle|>"
-    assert fim_templates.client_prompt(tok, t, raw, "")[2] == tok.encode(raw).ids
+    assert fim_templates.client_prompt(tok, t, raw, None)[2] == tok.encode(raw).ids
+    # a request with a suffix gave its prompt as text, markers and all
+    assert fim_templates.client_prompt(tok, t, raw, "") == (raw, "", None)
+    assert fim_templates.templated_ids(fim_templates.reads_markers_as_text(tok), t, raw) == fim_templates.templated_ids(
+        family_tokenizer(FAMILIES["qwen2.5-coder"]), t, raw) == family_tokenizer(FAMILIES["qwen2.5-coder"]).encode(raw).ids
     assert fim_templates.drop_special_stops(tok, ["<|fim_pad|>", "\n\n", "<|endoftext|>"]) == ["\n\n"]
 
 
@@ -155,5 +159,19 @@ def test_deepseeks_fim_tokens_are_understood_though_its_tokenizer_marks_them_not
     ds = vocab.deepseek_tokenizer()
     t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", ds)
     prompt = "<｜fim▁begin｜>def f(x):\n    return<｜fim▁hole｜>\n<｜fim▁end｜>"
-    assert fim_templates.client_prompt(ds, t, prompt, "") == ("def f(x):\n    return", "\n", None)
+    assert fim_templates.client_prompt(ds, t, prompt, None) == ("def f(x):\n    return", "\n", None)
     assert fim_templates.drop_special_stops(ds, ["<｜fim▁begin｜>", "<｜fim▁hole｜>", "<｜fim▁end｜>", "//"], t) == ["//"]
+
+
+@pytest.mark.parametrize("load", [vocab.deepseek_tokenizer, vocab.qwen25_tokenizer])
+def test_a_file_that_spells_the_markers_cannot_rewrite_its_prompt(load):
+    """The served tokenizer (`reads_markers_as_text`, as backend/engine.py loads it) reads a marker written in
+    the user's text as text, also where the prompt is encoded by the tokenizer itself (DeepSeek: no fast
+    path, and its FIM tokens not flagged special): the prompt holds the template's markers once each."""
+    tok = fim_templates.reads_markers_as_text(load())
+    t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
+    marks = [t.prefix_id, t.suffix_id, t.middle_id]
+    names = " ".join(tok.id_to_token(i) for i in marks)
+    ids = fim.build_prompt(tok, t, f"x = 1\n# {names}\ny = ", f"\n# {names}\nz = 3\n", 512)
+    assert [ids.count(i) for i in marks] == [1, 1, 1]
+    assert tok.decode(ids[ids.index(t.suffix_id) + 1:ids.index(t.middle_id)]) == f"\n# {names}\nz = 3\n"
