@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--read-ms", type=float, default=0.0, help="the run's pause_read_ms")
     p.add_argument("--sessions", type=int, default=None, help="only the first N segments (the report's)")
     p.add_argument("--developer", default="whole", help="the simulated developer kind (rows of both: one)")
+    p.add_argument("--files", type=Path, nargs="+", default=[],
+                   help="the run's --files (default: the segments come from the standard library)")
     args = p.parse_args(argv)
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(Path(__file__).resolve().parent.parent / "models" / "target" / "tokenizer.json"))
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
           "shown: tokens by ending | beyond the shown text | accepted chars |\n|---|---|---|---|---|---|---|---|---|")
     total, places, causes = collections.Counter(), collections.Counter(), collections.Counter()
     stdlib = Path(sysconfig.get_paths()["stdlib"])
+    given = {f.name: f for f in args.files}
     for r in rows:
         t = tokens_of(r, count)
         never = t.pop("never_shown_requests")
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {r['session'] + 1} | {r['file']} | {r['engine']['requests']} ({r['warmups']}, {r['prefetches']}) "
               f"| {t['decoded']} | {t['shown']} | {1 - t['shown'] / max(1, t['decoded']):.0%} | "
               f"{', '.join(f'{k} {v}' for k, v in never.items())} | {t['beyond_shown']} | {r['accepted_chars']} |")
-        source = (stdlib / r["file"]).read_text()
+        source = given.get(r["file"], stdlib / r["file"]).read_text()
         spans = string_spans(source, source.find(r["target"]))
         places += requests_by_place(r, spans, debounce)
         causes += requests_by_cause(r, spans)
