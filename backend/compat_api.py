@@ -27,7 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend.fim_templates import client_prompt, drop_special_stops
 from backend.openai_api import QueueSink, _STATUS
-from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, ProtocolError, Snippet
+from protocol import (
+    Chunk, Complete, Done, Error, ErrorCode, FinishReason, ProtocolError, Snippet, within_budget,
+)
 
 OLLAMA_API_VERSION = "0.6.3"     # the Ollama release whose /api shapes these follow (clients gate on it)
 OLLAMA_UNAUTHORIZED = "unauthorized: missing or invalid API token"
@@ -168,10 +170,14 @@ def register(app: FastAPI, backend) -> None:
         tok, template = engine_bits()
         stop = drop_special_stops(tok, body.stop, template)
         snippets = [Snippet(path=c.filename or "extra", text=c.text) for c in body.input_extra if c.text]
+        # llama.vim's ring of chunks grows past the limit on wide code: its oldest chunks go first (llama.cpp
+        # keeps the newest extra context too)
+        prefix, suffix, snippets = within_budget(body.input_prefix + body.prompt, body.input_suffix, snippets,
+                                                 settings.max_prompt_chars, drop_from_front=True)
         warmup = body.n_predict == 0                 # llama.vim's ring-buffer update: cache the context only
-        msg = Complete(id="infill-" + secrets.token_hex(6), prefix=body.input_prefix + body.prompt,
-                       suffix=body.input_suffix, max_tokens=_predict(body.n_predict if not warmup else 1,
-                                                                      settings.max_tokens_limit),
+        msg = Complete(id="infill-" + secrets.token_hex(6), prefix=prefix,
+                       suffix=suffix, max_tokens=_predict(body.n_predict if not warmup else 1,
+                                                          settings.max_tokens_limit),
                        temperature=body.temperature, stop=stop, prefill_only=warmup, snippets=snippets)
         run = start(user, msg, None, llama_error)
         if isinstance(run, JSONResponse):
@@ -242,6 +248,7 @@ def register(app: FastAPI, backend) -> None:
                     "done_reason": "load"}
         tok, template = engine_bits()
         prefix, suffix, ids = client_prompt(tok, template, body.prompt, body.suffix)
+        prefix, suffix, _ = within_budget(prefix, suffix, [], settings.max_prompt_chars)
         opts = body.options
         msg = Complete(id="gen-" + secrets.token_hex(6), prefix=prefix, suffix=suffix,
                        max_tokens=_predict(opts.num_predict, settings.max_tokens_limit),

@@ -17,7 +17,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from backend.fim_templates import client_prompt, drop_special_stops
-from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, ProtocolError
+from protocol import (
+    Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, ProtocolError, within_budget,
+)
 
 _STATUS = {ErrorCode.UNAUTHORIZED: 401, ErrorCode.RATE_LIMITED: 429, ErrorCode.ENGINE_UNAVAILABLE: 503,
            ErrorCode.SHUTTING_DOWN: 503, ErrorCode.INTERNAL: 500}
@@ -78,6 +80,8 @@ def register(app: FastAPI, backend) -> None:
         # a prompt in the served model's own FIM template (Continue's, llama.vscode's): its markers are the
         # special tokens, not text (backend/fim_templates.py client_prompt)
         prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix)
+        # past the limit only what the token budget would cut anyway: cut, not refused
+        prefix, suffix, _ = within_budget(prefix, suffix, [], backend.settings.max_prompt_chars)
         sid = "http-" + secrets.token_hex(6)
         rid = "cmpl-" + secrets.token_hex(8)
         msg = Complete(id=rid, prefix=prefix, suffix=suffix,

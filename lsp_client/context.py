@@ -118,18 +118,3 @@ def build(text: str, cursor: int, language: str, path: str, *, prefix_max_chars:
     le = s1 if le < 0 else le
     return Context(prefix=text[p0:cursor], suffix=text[cursor:s1], line_prefix=text[ls:cursor],
                    line_suffix=text[cursor:le], language=language, path=path, prefix_start=p0, suffix_cut=s1 < natural)
-
-
-def within_budget(prefix: str, suffix: str, snippets: list, max_chars: int) -> tuple[str, str, list]:
-    """The prompt's parts cut to `max_chars` characters in all (the backend's `max_prompt_chars`, counted as it
-    counts: prefix + suffix + each snippet's text and path; 0 = no limit): snippets go first (the last, least
-    similar, before the others), then the suffix's tail beyond a quarter of the budget, then the prefix's head."""
-    if max_chars <= 0:
-        return prefix, suffix, snippets
-    snippets = list(snippets)
-    while snippets and len(prefix) + len(suffix) + sum(len(s.text) + len(s.path) for s in snippets) > max_chars:
-        snippets.pop()
-    if len(prefix) + len(suffix) > max_chars:
-        suffix = suffix[:max(max_chars // 4, max_chars - len(prefix))]
-        prefix = prefix[max(0, len(prefix) + len(suffix) - max_chars):]
-    return prefix, suffix, snippets

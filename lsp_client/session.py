@@ -23,7 +23,7 @@ from lsp_client.cache import CompletionCache
 from lsp_client.channel import Channel
 from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig, sizes
-from lsp_client.context import Context, build, first_window_end, window_chars, within_budget
+from lsp_client.context import Context, build, first_window_end, window_chars
 from lsp_client.debounce import AdaptiveDebounce
 from lsp_client.docwords import word_rest
 from lsp_client.documents import Ask, Doc, Suggestion
@@ -35,7 +35,7 @@ from lsp_client.snippets import NeighbourFiles
 from lsp_client.state import LearntState
 from lsp_client.telemetry import Outcomes, Shown
 from lsp_client.warmup import Warmups
-from protocol import Complete, Priority
+from protocol import Complete, Priority, within_budget
 
 
 class Session:

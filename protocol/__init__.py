@@ -1,4 +1,5 @@
 """The wire vocabulary shared by the language server and the backend (imports nothing else of the project)."""
+from protocol.budget import within_budget
 from protocol.codec import MAX_ID_CHARS, decode, encode
 from protocol.errors import ErrorCode, ProtocolError
 from protocol.messages import (
@@ -13,5 +14,5 @@ __all__ = [
     "MAX_ID_CHARS", "decode", "encode", "ErrorCode", "ProtocolError", "DEFAULT_MAX_FRAME_BYTES",
     "MESSAGE_TYPES",
     "PROTOCOL_VERSION", "Cancel", "Chunk", "Complete", "Done", "Error", "FinishReason", "Hello", "Message",
-    "Priority", "Snippet", "Telemetry", "TelemetryEvent", "Timing", "Welcome",
+    "Priority", "Snippet", "Telemetry", "TelemetryEvent", "Timing", "Welcome", "within_budget",
 ]

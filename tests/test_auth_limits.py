@@ -276,8 +276,10 @@ def test_frame_prompt_and_max_tokens_limits_are_typed_errors(secure: Secure):
         assert r.kind == "done"
     with httpx.Client(verify=secure.ctx, headers={"Authorization": f"Bearer {secure.tokens['limits']}"}) as http:
         url = f"{secure.backend.http_url}/v1/completions"
+        # an HTTP plugin's prompt past the limit is cut as the token budget would cut it (the WebSocket's own
+        # client cuts to the welcome's figure and is refused past it, above)
         r = http.post(url, json={"prompt": "p" * (MAX_PROMPT_CHARS + 1), "max_tokens": 2})
-        assert r.status_code == 400 and r.json()["error"]["code"] == "prompt_too_long"
+        assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] > 0
         r = http.post(url, json={"prompt": "p", "max_tokens": MAX_TOKENS + 1})
         assert r.status_code == 400 and r.json()["error"]["code"] == "max_tokens_too_large"
 

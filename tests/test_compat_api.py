@@ -165,6 +165,29 @@ def test_llama_vim_infill_request_gets_a_completion(fake):
     assert body["timings/predicted_n"] == 8 and body["timings/prompt_n"] > 10 and body["truncated"] is False
 
 
+def test_llama_vims_full_ring_on_wide_code_is_cut_not_refused(fake):
+    """llama.vim's defaults (a ring of 16 chunks of 64 lines, 256 lines of prefix) on 100-character lines send
+    ~130,000 characters, past `max_prompt_chars`: the oldest chunks go (llama.cpp keeps the newest extra
+    context), then the prefix's head — every request of such a user was refused before."""
+    line = "x = compute_something(alpha, beta, gamma) + other_value * factor  # a wide line of code......\n"
+    extra = [{"text": f"# chunk {i}\n" + line * 64, "time": [i, 0], "filename": f"f{i}.py"} for i in range(16)]
+    prefix = line * 256
+    with httpx.Client(timeout=30) as http:
+        r = http.post(f"{fake.http_url}/infill", json=llama_vim_request(prefix, "y = ", SUFFIX, extra))
+    assert r.status_code == 200, r.text
+    limit = fake.settings.max_prompt_chars
+    assert len(prefix) + len(SUFFIX) + sum(len(c["text"]) for c in extra) > limit
+    room, kept = limit - len(prefix + "y = ") - len(SUFFIX), []
+    for c in reversed(extra):                                  # the newest chunks that fit
+        room -= len(c["text"]) + len(c["filename"])
+        if room < 0:
+            break
+        kept.insert(0, c)
+    assert 0 < len(kept) < len(extra)
+    snippets = [{"path": c["filename"], "text": c["text"]} for c in kept]
+    assert r.json()["content"] == ws_text(fake, prefix + "y = ", SUFFIX, 8, snippets=snippets)
+
+
 def test_llama_vim_ring_update_warmup_generates_nothing(fake):
     """s:ring_update: input_prefix/suffix empty, the chunks in input_extra, n_predict 0, response_fields [""]."""
     chunk = {"text": "import os\n", "time": [1, 2], "filename": "a.py"}
@@ -202,8 +225,9 @@ def test_infill_errors_have_llama_cpp_shape(fake):
     with httpx.Client(timeout=30) as http:
         r = http.post(f"{fake.http_url}/infill", content=b"{not json")
         assert r.status_code == 400 and set(r.json()["error"]) == {"code", "message", "type"}
-        r = http.post(f"{fake.http_url}/infill", json={"input_prefix": "x" * 70_000, "n_predict": 2})
-        assert r.status_code == 400 and "exceeds" in r.json()["error"]["message"]
+        r = http.post(f"{fake.http_url}/infill", json={"input_prefix": "x", "n_predict": 2, "temperature": 5})
+        assert r.status_code == 400 and "temperature" in r.json()["error"]["message"]
+        assert set(r.json()["error"]) == {"code", "message", "type"}
 
 
 def test_compat_requests_go_through_the_shared_service(fake):

@@ -52,7 +52,8 @@ def test_small_documents_are_whole():
 
 
 # ── bounded on any line length (issue 15 item 4)
-from lsp_client.context import LONG_LINE_STEP, within_budget  # noqa: E402
+from lsp_client.context import LONG_LINE_STEP  # noqa: E402
+from protocol.budget import within_budget  # noqa: E402
 from protocol import Snippet  # noqa: E402
 
 MINIFIED = "var a=1;" * 25_000          # one 200 KB line
@@ -82,3 +83,5 @@ def test_the_prompt_is_cut_to_the_backends_budget_snippets_first():
     assert (p, s, [x.path for x in sn]) == ("p" * 1000, "q" * 300, ["b.py"])
     p, s, sn = within_budget("p" * 3000, "q" * 800, snippets, 1000)
     assert sn == [] and len(p) + len(s) == 1000 and s == "q" * 250 and p == "p" * 750
+    _, _, sn = within_budget("p" * 1000, "q" * 300, snippets, 1900, drop_from_front=True)   # llama.vim's ring
+    assert [x.path for x in sn] == ["c.py"]
