@@ -12,12 +12,14 @@ def within_budget(prefix: str, suffix: str, snippets: list, max_chars: int, *,
     quarter of the budget, then the prefix's head."""
     if max_chars <= 0:
         return prefix, suffix, snippets
-    snippets = list(snippets)
-    def total() -> int:
-        return len(prefix) + len(suffix) + sum(len(s.text) + len(s.path) for s in snippets)
-
-    while snippets and total() > max_chars:
-        snippets.pop(0 if drop_from_front else -1)
+    room, kept = max_chars - len(prefix) - len(suffix), 0
+    order = reversed(snippets) if drop_from_front else iter(snippets)
+    for sn in order:                                   # the longest run that fits, from the end that stays
+        room -= len(sn.text) + len(sn.path)
+        if room < 0:
+            break
+        kept += 1
+    snippets = list(snippets[len(snippets) - kept:] if drop_from_front else snippets[:kept])
     if len(prefix) + len(suffix) > max_chars:
         suffix = suffix[:max(max_chars // 4, max_chars - len(prefix))]
         prefix = prefix[max(0, len(prefix) + len(suffix) - max_chars):]

@@ -85,3 +85,25 @@ def test_the_prompt_is_cut_to_the_backends_budget_snippets_first():
     assert sn == [] and len(p) + len(s) == 1000 and s == "q" * 250 and p == "p" * 750
     _, _, sn = within_budget("p" * 1000, "q" * 300, snippets, 1900, drop_from_front=True)   # llama.vim's ring
     assert [x.path for x in sn] == ["c.py"]
+
+
+def _cut_one_at_a_time(prefix, suffix, snippets, max_chars, drop_from_front):
+    """The rule as first written: drop a snippet while the whole is over (quadratic; the reference)."""
+    snippets = list(snippets)
+    while snippets and len(prefix) + len(suffix) + sum(len(s.text) + len(s.path) for s in snippets) > max_chars:
+        snippets.pop(0 if drop_from_front else -1)
+    return snippets
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 8)), max_size=30), st.integers(0, 400),
+       st.integers(1, 600), st.booleans())
+def test_within_budget_keeps_the_snippets_the_one_at_a_time_rule_keeps(sizes, prefix_len, max_chars, front):
+    snippets = [Snippet(path="p" * b, text="t" * a) for a, b in sizes]
+    prefix, suffix = "x" * prefix_len, "y" * (prefix_len // 3)
+    p, s, kept = within_budget(prefix, suffix, snippets, max_chars, drop_from_front=front)
+    assert kept == _cut_one_at_a_time(prefix, suffix, snippets, max_chars, front)
+    assert len(p) + len(s) + sum(len(x.text) + len(x.path) for x in kept) <= max_chars
+    assert prefix.endswith(p) and suffix.startswith(s)
