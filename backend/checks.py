@@ -2,11 +2,22 @@
 names it (the client's request is refused, the session lives on)."""
 from __future__ import annotations
 
+import re
+
 from backend import best_of
 from backend.settings import Settings
 from protocol import Complete, ErrorCode, ProtocolError
 
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
+_SURROGATE = re.compile("[\ud800-\udfff]")     # no valid text holds one alone (a tokenizer raises on it)
+
+
+def as_usv(text: str) -> str:
+    """`text` as the web reads a JSON string (WHATWG USVString): each lone surrogate, which Python's json
+    parser lets through (orjson refuses it), becomes U+FFFD."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def check_complete(msg: Complete, s: Settings) -> None:
@@ -30,3 +41,8 @@ def check_complete(msg: Complete, s: Settings) -> None:
         raise ProtocolError(
             ErrorCode.BAD_VALUE,
             f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
+    texts = (msg.prefix, msg.suffix, msg.path, msg.language, *msg.stop,
+             *(t for sn in msg.snippets for t in (sn.path, sn.text)))
+    if any(_SURROGATE.search(t) for t in texts):
+        raise ProtocolError(ErrorCode.BAD_VALUE, "the text holds a lone UTF-16 surrogate: not valid Unicode",
+                            msg.id)

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
+from backend.checks import as_usv
 from backend.fim_templates import client_prompt, drop_special_stops
 from protocol import (
     Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, ProtocolError, within_budget,
@@ -73,13 +74,15 @@ def register(app: FastAPI, backend) -> None:
         ok, user = backend.user_for(request.headers, request.query_params)
         if not ok:
             return _unauthorized()
-        prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
+        # FastAPI's JSON parser lets a lone surrogate through (broken text of a JS editor): read as the web
+        prompt = as_usv(body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1]))
+        given_suffix = None if body.suffix is None else as_usv(body.suffix)
         tok, template = getattr(backend.engine, "tokenizer", None), getattr(backend.engine, "template", None)
-        stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+        stop = [as_usv(x) for x in ([body.stop] if isinstance(body.stop, str) else list(body.stop or []))]
         stop = drop_special_stops(tok, stop, template)
         # a prompt in the served model's own FIM template (Continue's, llama.vscode's): its markers are the
         # special tokens, not text (backend/fim_templates.py client_prompt)
-        prefix, suffix, ids = client_prompt(tok, template, prompt, body.suffix)
+        prefix, suffix, ids = client_prompt(tok, template, prompt, given_suffix)
         # past the limit only what the token budget would cut anyway: cut, not refused
         prefix, suffix, _ = within_budget(prefix, suffix, [], backend.settings.max_prompt_chars)
         sid = "http-" + secrets.token_hex(6)

