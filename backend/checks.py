@@ -15,7 +15,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")     # no valid text holds one alone (
 def as_usv(text: str) -> str:
     """`text` as the web reads a JSON string (WHATWG USVString): each lone surrogate, which Python's json
     parser lets through (orjson refuses it), becomes U+FFFD."""
-    if not _SURROGATE.search(text):
+    if text.isascii() or not _SURROGATE.search(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
@@ -43,6 +43,6 @@ def check_complete(msg: Complete, s: Settings) -> None:
             f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
     texts = (msg.prefix, msg.suffix, msg.path, msg.language, *msg.stop,
              *(t for sn in msg.snippets for t in (sn.path, sn.text)))
-    if any(_SURROGATE.search(t) for t in texts):
+    if any(not t.isascii() and _SURROGATE.search(t) for t in texts):     # isascii: ~1 µs on 64,000 chars
         raise ProtocolError(ErrorCode.BAD_VALUE, "the text holds a lone UTF-16 surrogate: not valid Unicode",
                             msg.id)
