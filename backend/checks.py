@@ -9,6 +9,7 @@ from backend.settings import Settings
 from protocol import Complete, ErrorCode, ProtocolError
 
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
+MAX_PATH_CHARS = 4096      # Linux's PATH_MAX: a file-token template encodes the path (outside max_prompt_chars)
 _SURROGATE = re.compile("[\ud800-\udfff]")     # no valid text holds one alone (a tokenizer raises on it)
 
 
@@ -41,6 +42,8 @@ def check_complete(msg: Complete, s: Settings) -> None:
         raise ProtocolError(
             ErrorCode.BAD_VALUE,
             f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
+    if len(msg.path) > MAX_PATH_CHARS or len(msg.language) > MAX_PATH_CHARS:
+        raise ProtocolError(ErrorCode.BAD_VALUE, f"path and language: at most {MAX_PATH_CHARS} characters", msg.id)
     texts = (msg.prefix, msg.suffix, msg.path, msg.language, *msg.stop,
              *(t for sn in msg.snippets for t in (sn.path, sn.text)))
     if any(not t.isascii() and _SURROGATE.search(t) for t in texts):     # isascii: ~1 µs on 64,000 chars

@@ -267,6 +267,9 @@ def test_frame_prompt_and_max_tokens_limits_are_typed_errors(secure: Secure):
         assert r.kind == "error" and r.code == "prompt_too_long" and r.terminal["id"] == "long"
         r = complete(ws, "snip", "a", snippets=[{"path": "b.py", "text": "b" * MAX_PROMPT_CHARS}])
         assert r.kind == "error" and r.code == "prompt_too_long"
+        # a file-token template (Qwen2.5-Coder's, StarCoder2's) encodes the path too: bounded, as on Linux
+        r = complete(ws, "path", "a", path="d/" * 2100 + "x.py")
+        assert r.kind == "error" and r.code == "bad_value" and "path" in r.terminal["message"]
         for bad in (MAX_TOKENS + 1, 0, -5, 10**9):
             r = complete(ws, f"mt{bad}", max_tokens=bad)
             assert r.kind == "error" and r.code == "max_tokens_too_large" and r.terminal["id"] == f"mt{bad}"
