@@ -43,7 +43,8 @@ def check_complete(msg: Complete, s: Settings) -> None:
             ErrorCode.BAD_VALUE,
             f"stop: at most {MAX_STOP_STRINGS} non-empty strings of ≤ {MAX_STOP_CHARS} chars", msg.id)
     if len(msg.path) > MAX_PATH_CHARS or len(msg.language) > MAX_PATH_CHARS:
-        raise ProtocolError(ErrorCode.BAD_VALUE, f"path and language: at most {MAX_PATH_CHARS} characters", msg.id)
+        raise ProtocolError(ErrorCode.BAD_VALUE, f"path and language: at most {MAX_PATH_CHARS} characters",
+                            msg.id)
     texts = (msg.prefix, msg.suffix, msg.path, msg.language, *msg.stop,
              *(t for sn in msg.snippets for t in (sn.path, sn.text)))
     if any(not t.isascii() and _SURROGATE.search(t) for t in texts):     # isascii: ~1 µs on 64,000 chars
