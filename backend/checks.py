@@ -9,7 +9,7 @@ from backend.settings import Settings
 from protocol import Complete, ErrorCode, ProtocolError
 
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
-MAX_PATH_CHARS = 4096      # Linux's PATH_MAX: a file-token template encodes the path (outside max_prompt_chars)
+MAX_PATH_CHARS = 4096      # PATH_MAX: a file-token template encodes the path (outside max_prompt_chars)
 _SURROGATE = re.compile("[\ud800-\udfff]")     # no valid text holds one alone (a tokenizer raises on it)
 
 
