@@ -13,10 +13,14 @@ MAX_PATH_CHARS = 4096      # PATH_MAX: a file-token template encodes the path (o
 _SURROGATE = re.compile("[\ud800-\udfff]")     # no valid text holds one alone (a tokenizer raises on it)
 
 
+def _lone_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None   # isascii: a flag, ~9 ns
+
+
 def as_usv(text: str) -> str:
     """`text` as the web reads a JSON string (WHATWG USVString): each lone surrogate, which Python's json
     parser lets through (orjson refuses it), becomes U+FFFD."""
-    if text.isascii() or not _SURROGATE.search(text):
+    if not _lone_surrogate(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
@@ -47,6 +51,6 @@ def check_complete(msg: Complete, s: Settings) -> None:
                             msg.id)
     texts = (msg.prefix, msg.suffix, msg.path, msg.language, *msg.stop,
              *(t for sn in msg.snippets for t in (sn.path, sn.text)))
-    if any(not t.isascii() and _SURROGATE.search(t) for t in texts):     # isascii: ~1 µs on 64,000 chars
+    if any(map(_lone_surrogate, texts)):
         raise ProtocolError(ErrorCode.BAD_VALUE, "the text holds a lone UTF-16 surrogate: not valid Unicode",
                             msg.id)
