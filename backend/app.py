@@ -193,7 +193,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         if not eng.ready:
             return JSONResponse({"ready": False, "reason": eng.error}, status_code=503)
         return {"ready": True, "model": settings.served_model_name, "spec_method": settings.spec_method,
-                "replica": settings.replica_id, "engine_start_s": round(eng.started_s or 0, 1)}
+                "dtype": eng.dtype, "replica": settings.replica_id,
+                "engine_start_s": round(eng.started_s or 0, 1)}
 
     @app.get("/metrics")
     async def prometheus(request: Request):

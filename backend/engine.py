@@ -65,6 +65,7 @@ class Engine(Protocol):
     start_error: str | None          # set when `start` failed: the engine will never serve
     started_s: float | None          # how long `start` took
     max_model_len: int
+    dtype: str                       # what the weights compute in, once started ("" before; the fake: "")
 
     def start(self) -> None: ...
 

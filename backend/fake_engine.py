@@ -86,6 +86,7 @@ class FakeEngine:
         self.start_error: str | None = None
         self.started_s: float | None = None
         self.max_model_len = 0
+        self.dtype = ""
         self.requests: dict[str, FakeRequest] = {}
         self.shut_down = False
         self._hold_start = hold_start

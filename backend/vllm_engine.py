@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 
 from backend.copy_model import EXTRA_KEY as COPY_KEY
 from backend.copy_model import parse_lambdas
+from backend.cpu_features import cpu_flags, served_dtype
 from backend.engine import Delta, EngineStats, load_tokenizer
 from backend.fim_templates import FimTemplate
 from backend.heal_mask import EXTRA_KEY as HEAL_KEY
@@ -91,6 +92,12 @@ def check_head_sizes(s: Settings) -> None:
         check_head_size(Path(folder), CPUAttentionBackend.get_supported_head_sizes())
 
 
+def engine_dtype(s: Settings) -> str:
+    from vllm.platforms import current_platform
+
+    return served_dtype(s.dtype, current_platform.is_cpu(), cpu_flags())
+
+
 def engine_args(s: Settings):
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -103,7 +110,7 @@ def engine_args(s: Settings):
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     return AsyncEngineArgs(
         model=str(s.target_path), tokenizer=str(s.target_path), served_model_name=[s.served_model_name],
-        dtype=s.dtype, max_model_len=served_max_model_len(s), block_size=s.block_size,
+        dtype=engine_dtype(s), max_model_len=served_max_model_len(s), block_size=s.block_size,
         enable_prefix_caching=s.enable_prefix_caching, enforce_eager=s.enforce_eager,
         gpu_memory_utilization=s.gpu_memory_utilization, tensor_parallel_size=s.tensor_parallel_size,
         data_parallel_size=s.data_parallel_size, pipeline_parallel_size=s.pipeline_parallel_size,
@@ -139,6 +146,7 @@ class VllmEngine:
         self.start_error: str | None = None
         self.started_s: float | None = None
         self.max_model_len = served_max_model_len(settings) or 0   # vLLM's own figure once started
+        self.dtype = ""
         self._stopping = False
 
     # ── lifecycle
@@ -161,8 +169,9 @@ class VllmEngine:
             raise
         self.started_s = time.perf_counter() - t0
         self.max_model_len = self.llm.model_config.max_model_len
-        log.info("engine ready in %.1f s (model %s, spec %s, copy model %s, token healing %s)",
-                 self.started_s, s.target_path, s.spec_method,
+        self.dtype = str(self.llm.model_config.dtype).removeprefix("torch.")
+        log.info("engine ready in %.1f s (model %s, %s, spec %s, copy model %s, token healing %s)",
+                 self.started_s, s.target_path, self.dtype, s.spec_method,
                  f"λ {s.copy_lambdas}" if self._copy_args else "off", "on" if s.heal_token else "off")
         threading.Thread(target=self._reap_on_death, args=(_engine_processes(),), daemon=True,
                          name="engine-death-reaper").start()

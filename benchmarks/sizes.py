@@ -109,8 +109,8 @@ def steps_for(flops_per_step: float, steps: int, pflop: float) -> int:
 def loss_vs_compute(sizes, data: Path, args) -> dict:
     import torch
 
+    from backend.cpu_features import cpu_flags
     from draft_model.configs import cpu_step, profile
-    from draft_model.cpu_features import cpu_flags
     from draft_model.fastllama import param_count, train_flops_per_token
     from draft_model.train import Trainer, Windows, build_model, evaluate, lr_at
 

@@ -30,7 +30,7 @@ FP32_ARMS = {
     "fast compiled": {"impl": "fast", "fused_adamw": True, "compile": True},
 }
 # bf16 autocast (fp32 weights and optimizer): regular arms where the CPU has native bf16
-# (draft_model/cpu_features.py), on request (--arm) elsewhere: bf16 is emulated there (an AVX2 machine
+# (backend/cpu_features.py), on request (--arm) elsewhere: bf16 is emulated there (an AVX2 machine
 # measured 22.9–26.3 s per step against 1.3 s in fp32, and compiling it took 83 s)
 BF16_ARMS = {
     "hf bf16": {"impl": "hf", "fused_adamw": True, "bf16": True},
@@ -134,8 +134,8 @@ def run_arms(arms: list, size, data: Path, steps: int, warmup: int, init_state: 
 def run(args: argparse.Namespace) -> dict:
     import torch
 
+    from backend.cpu_features import cpu_flags, native_bf16, native_bf16_flags
     from draft_model.configs import MODEL_SIZES, profile
-    from draft_model.cpu_features import cpu_flags, native_bf16, native_bf16_flags
     from draft_model.train import build_model
 
     report = Report("train", "Training throughput: the original step vs the fast path, one run", out=args.out)
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> dict:
 
     report.add(f"""
 CPU: {cpu}; native bf16: **{', '.join(native_bf16_flags(flags)) or 'no'}** (`/proc/cpuinfo` flags;
-`draft_model/cpu_features.py`), torch {torch.__version__}
+`backend/cpu_features.py`), torch {torch.__version__}
 (`{torch.backends.cpu.get_cpu_capability()}` kernels).
 `{args.size}` ({n_params / 1e6:.2f}M parameters, {results[0]['flops_per_token'] / 1e6:.1f} MFLOP per training
 token at {base.seq_len} tokens), profile `{args.profile}` (batch {base.batch_size} × {base.seq_len}), {args.threads}

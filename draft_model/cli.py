@@ -145,9 +145,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _adapt(args: argparse.Namespace) -> int:
+    from backend.cpu_features import cpu_flags
     from draft_model.adapt import adapt
     from draft_model.configs import cpu_step, profile
-    from draft_model.cpu_features import cpu_flags
 
     # transformers' Llama wrapped by peft (the fast step knows no adapters), bf16 autocast where it is native
     bf16 = cpu_step(cpu_flags()).get("bf16", False)
@@ -248,8 +248,8 @@ def _train(args: argparse.Namespace) -> int:
         raise SystemExit("--cooldown-from takes --steps (the cooldown's length) and no --init")
     auto = {}
     if args.profile == "cpu" and args.impl is None and getattr(args, "teacher", None) is None:
+        from backend.cpu_features import cpu_flags, native_bf16_flags
         from draft_model.configs import cpu_step
-        from draft_model.cpu_features import cpu_flags, native_bf16_flags
 
         flags = cpu_flags()
         auto = cpu_step(flags)

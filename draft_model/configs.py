@@ -81,7 +81,7 @@ PROFILES = {p.name: p for p in [
 ]}
 
 
-# the step `quickcode model train` takes on a CPU with native bf16 (draft_model/cpu_features.py): the fast
+# the step `quickcode model train` takes on a CPU with native bf16 (backend/cpu_features.py): the fast
 # path in bf16 autocast, ~2x the original step's tokens/s there (benchmarks/reports/train.md); without native
 # bf16 the original fp32 step stays (bf16 is emulated there: 18x slower)
 NATIVE_BF16_STEP = {"impl": "fast", "fused_adamw": True, "compile": True, "bf16": True}
@@ -89,7 +89,7 @@ NATIVE_BF16_STEP = {"impl": "fast", "fused_adamw": True, "compile": True, "bf16"
 
 def cpu_step(flags: Iterable[str]) -> dict:
     """Overrides of the `cpu` profile's step for a CPU with these flags (empty: the profile's own, fp32)."""
-    from draft_model.cpu_features import native_bf16
+    from backend.cpu_features import native_bf16
 
     return dict(NATIVE_BF16_STEP) if native_bf16(flags) else {}
 

@@ -131,6 +131,20 @@ def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
     assert args.model == str(s.model_int8) and args.enforce_eager is False and args.enable_prefix_caching is True
 
 
+def test_the_engine_is_given_fp32_on_a_cpu_that_would_emulate_bf16(monkeypatch):
+    """`dtype = "auto"` (the default) reaches vLLM as the CPU's choice; an explicit dtype reaches it as given."""
+    import backend.vllm_engine as ve
+    from backend.settings import Settings
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.delenv("QUICKCODE_CONFIG", raising=False)
+    monkeypatch.setattr(ve, "cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f"}))
+    assert Settings().dtype == "auto" and ve.engine_args(Settings()).dtype == "float32"
+    assert ve.engine_args(Settings(dtype="bfloat16")).dtype == "bfloat16"
+    monkeypatch.setattr(ve, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "avx512_bf16"}))
+    assert ve.engine_args(Settings()).dtype == "bfloat16"
+
+
 # ── the pipeline on tiny data ────────────────────────────────────────────────────────────────────────────────
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
