@@ -9,11 +9,15 @@ flags without AVX-512 and AMX (backend/cpu_features.py):
         PYTHONPATH=benchmarks/emulate_avx2:. quickcode bench cold --out DIR
 
 An emulation, not the hardware: the instruction sets are the laptop's, the cores, caches and clocks this
-machine's (docs/operators.md, "Which dtype the engine computes in").
+machine's (docs/operators.md, "Which dtype the engine computes in"). Compiled kernels go to caches of their own:
+inductor's cache key does not hold ATEN_CPU_CAPABILITY, and a kernel built for one ISA, loaded by a process of
+the other, corrupted the heap ("double free or corruption", NaN attention; 2026-11-29).
 """
 import os
 
 if os.environ.get("QUICKCODE_EMULATE_AVX2") == "1":
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/quickcode-emulate-avx2/inductor")
+    os.environ.setdefault("VLLM_CACHE_ROOT", "/tmp/quickcode-emulate-avx2/vllm")
     import torch
 
     torch.cpu._is_avx512_supported = lambda: False

@@ -1,5 +1,6 @@
 """The typing benchmark's figures and loss attribution, on hand-written session records."""
 import math
+import os
 
 from benchmarks import typing_figures as tf
 
@@ -87,7 +88,8 @@ def test_rows_typed_with_other_client_settings_or_backend_environment_are_not_po
 
     from benchmarks import typing as ty
 
-    monkeypatch.delenv("QUICKCODE_MAX_MODEL_LEN", raising=False)
+    for name in [n for n in os.environ if n.startswith("QUICKCODE_")]:   # the developer's shell's own
+        monkeypatch.delenv(name)
     plain = argparse.Namespace(ours_settings=None, url=None)
     older = argparse.Namespace(ours_settings={"predictor": True}, url=None)
     assert ty._setting_key(plain) == {}
