@@ -68,7 +68,25 @@ def settings_from_args(args: argparse.Namespace):
         overrides["host"] = args.host
     if args.port:
         overrides["port"] = args.port
-    return Settings(**overrides)
+    import tomllib
+
+    from pydantic import ValidationError
+
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:   # an operator's typo: which setting, what it takes, not a traceback
+        raise SystemExit("quickcode serve: bad settings (--set, QUICKCODE_*, --config; backend/settings.py)\n"
+                         + "\n".join(_setting_error(err) for err in e.errors())) from None
+    except tomllib.TOMLDecodeError as e:
+        config = os.environ.get("QUICKCODE_CONFIG")
+        raise SystemExit(f"quickcode serve: the config {config} is not TOML: {e}") from None
+
+
+def _setting_error(err: dict) -> str:
+    key = ".".join(str(x) for x in err.get("loc", ())) or "?"
+    if err.get("type") == "extra_forbidden":
+        return f"  {key}: no such setting"
+    return f"  {key}: {err.get('msg', 'invalid')} (got {err.get('input')!r:.80})"
 
 
 def _serve(args: argparse.Namespace) -> int:
