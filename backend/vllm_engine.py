@@ -152,15 +152,15 @@ class VllmEngine:
     # ── lifecycle
     def start(self) -> None:
         s = self.settings
-        self.tokenizer, self.template = load_tokenizer(s)
-        self._copy_args = copy_args(s, self.template)
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
-        if s.preload_iomp and s.spec_method != "off":
-            preload_iomp()
-        from vllm.v1.engine.async_llm import AsyncLLM
-
         t0 = time.perf_counter()
         try:
+            self.tokenizer, self.template = load_tokenizer(s)
+            self._copy_args = copy_args(s, self.template)
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
+            if s.preload_iomp and s.spec_method != "off":
+                preload_iomp()
+            from vllm.v1.engine.async_llm import AsyncLLM
+
             check_head_sizes(s)
             self.llm = AsyncLLM.from_engine_args(engine_args(s),
                                                  stat_loggers=[stat_logger_factory(self.stats)])

@@ -252,3 +252,14 @@ def test_kill_9_mid_stream_drops_the_connection_promptly(backends):
     until(lambda: not any(_alive(p) for p in engine_procs), "engine processes outlived a kill -9 of the backend",
           hang_s=HANG_S)
     record("kill9_engine_processes_gone", time.perf_counter() - t_kill)
+
+
+def test_a_model_path_that_holds_no_model_turns_healthz_red_and_says_which(tmp_path):
+    """An operator's typo in `model`: the engine never starts, so /healthz goes red at once (an orchestrator
+    restarts, `start_backend` stops waiting) and the log says the setting and the folder. Before, the tokenizer
+    failed ahead of the engine's error handling: /healthz stayed green, /readyz said "engine starting" for ever,
+    and the log said only Rust's "No such file or directory (os error 2)"."""
+    missing = tmp_path / "no-model-here"
+    with pytest.raises(RuntimeError, match="the backend's engine failed to start") as e:
+        start_backend(tmp_path / "backend.log", f"model={missing}", timeout_s=120)
+    assert f"the model folder {missing} (setting model) has no config.json: no such folder" in str(e.value)

@@ -1,5 +1,6 @@
-"""`quickcode serve` with a bad setting says which setting and what it takes, in one line each, and exits: no
-traceback for an operator's typo (a `--set`, a QUICKCODE_* variable or a config file)."""
+"""An operator's typo is said as such: `quickcode serve` with a bad setting names it and what it takes, a line
+each, and exits (a `--set`, a QUICKCODE_* variable or a config file); a model path that holds no model says which
+setting and folder (it was Rust's "No such file or directory (os error 2)")."""
 from __future__ import annotations
 
 import argparse
@@ -52,3 +53,16 @@ def test_an_environment_variable_and_a_config_file_are_checked_the_same(monkeypa
 def test_good_settings_still_come_through():
     s = settings_from_args(serve_args("dtype=float32", "max_num_seqs=4"))
     assert (s.dtype, s.max_num_seqs) == ("float32", 4)
+
+
+def test_a_model_folder_that_holds_no_model_names_the_setting_and_the_folder(tmp_path):
+    from backend.engine import load_tokenizer
+    from backend.settings import Settings
+
+    missing = tmp_path / "nope"
+    with pytest.raises(FileNotFoundError, match=f"the model folder {missing} \\(setting model\\) has no "
+                                                "config.json: no such folder"):
+        load_tokenizer(Settings(model=missing))
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="setting model_int8\\) has no tokenizer.json$"):
+        load_tokenizer(Settings(model_int8=tmp_path, precision="int8"))
