@@ -11,6 +11,7 @@ import logging
 import os
 import resource
 import sys
+from pathlib import Path
 
 import uvicorn
 
@@ -48,6 +49,15 @@ def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
     return uvicorn.Config(app, **{**kw, **overrides})
 
 
+def check_files(settings: Settings) -> None:
+    """The files the operator named are there, before anything starts: one line, not a traceback from inside
+    uvicorn's TLS set-up ("No such file or directory", no name) or the token store."""
+    for name in ("ssl_certfile", "ssl_keyfile", "auth_tokens_file"):
+        path = getattr(settings, name)
+        if path is not None and not Path(path).is_file():
+            raise SystemExit(f"quickcode serve: {name} {path}: no such file")
+
+
 def run(settings: Settings, engine=None) -> None:
     """Serve until a signal has drained the server (`engine`: another `backend.engine.Engine` than vLLM,
     e.g. the fake one of tests/fake_serve.py)."""
@@ -59,6 +69,7 @@ def run(settings: Settings, engine=None) -> None:
 
     # before anything starts: an open server beyond loopback exits here unless the operator allowed it
     check_bind(settings.host, bool(settings.auth_tokens_file or settings.auth_tokens), settings.allow_open)
+    check_files(settings)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # a socket per WebSocket session (max_sessions)
     from backend import orphan_guard

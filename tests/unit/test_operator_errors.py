@@ -66,3 +66,19 @@ def test_a_model_folder_that_holds_no_model_names_the_setting_and_the_folder(tmp
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match="setting model_int8\\) has no tokenizer.json$"):
         load_tokenizer(Settings(model_int8=tmp_path, precision="int8"))
+
+
+def test_a_tls_or_token_file_that_is_not_there_is_named_before_anything_starts(tmp_path):
+    from backend.serve import check_files
+    from backend.settings import Settings
+
+    cert = tmp_path / "cert.pem"
+    for setting in ({"ssl_certfile": cert, "ssl_keyfile": tmp_path / "key.pem"},
+                    {"auth_tokens_file": tmp_path / "tokens.json"}):
+        first, path = next(iter(setting.items()))
+        with pytest.raises(SystemExit, match=f"^quickcode serve: {first} {path}: no such file$"):
+            check_files(Settings(**setting))
+    cert.write_text("x")
+    with pytest.raises(SystemExit, match="ssl_keyfile"):
+        check_files(Settings(ssl_certfile=cert, ssl_keyfile=tmp_path / "key.pem"))
+    check_files(Settings())   # none named: nothing to check
