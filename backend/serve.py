@@ -78,8 +78,13 @@ def run(settings: Settings, engine=None) -> None:
     from backend.app import create_app
 
     app = create_app(settings, engine)
-    server = DrainingServer(uvicorn_config(app, settings), app.state.backend)
-    server.run()
+    config = uvicorn_config(app, settings)
+    try:   # before the engine starts (20 s on this CPU, minutes for a 13B model): a port in use is said at once
+        sock = config.bind_socket()
+    except SystemExit:   # uvicorn has logged the OSError
+        raise SystemExit(f"quickcode serve: cannot listen on {settings.host}:{settings.port}") from None
+    server = DrainingServer(config, app.state.backend)
+    server.run(sockets=[sock])
     # Sessions are closed, the engine is shut down, logs are written: skip the interpreter's teardown of torch
     # and vLLM state (seconds on a loaded machine), which only delays the exit the orchestrator waits for.
     logging.shutdown()

@@ -263,3 +263,20 @@ def test_a_model_path_that_holds_no_model_turns_healthz_red_and_says_which(tmp_p
     with pytest.raises(RuntimeError, match="the backend's engine failed to start") as e:
         start_backend(tmp_path / "backend.log", f"model={missing}", timeout_s=120)
     assert f"the model folder {missing} (setting model) has no config.json: no such folder" in str(e.value)
+
+
+def test_a_port_in_use_is_said_before_the_engine_starts(tmp_path):
+    """uvicorn binds after the app's start-up, and the start-up starts the engine: a port in use was told once
+    the engine was up (27 s here, minutes for a 13B model on a GPU), then the engine was torn down again. The
+    socket is bound first now: the engine never starts."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RuntimeError, match="backend exited with 1") as e:
+            start_backend(tmp_path / "backend.log", port=port, timeout_s=120)
+    said = str(e.value)
+    assert f"quickcode serve: cannot listen on 127.0.0.1:{port}" in said and "Address already in use" in said
+    assert "quickcode.engine" not in (tmp_path / "backend.log").read_text()   # no engine was started
