@@ -79,7 +79,7 @@ def run(settings: Settings, engine=None) -> None:
 
     app = create_app(settings, engine)
     config = uvicorn_config(app, settings)
-    # bound before the engine starts (20 s on this CPU, minutes for a 13B model): a port in use is said at once
+    # bound before the engine starts (20 s on this CPU, minutes for a 13B model): a port in use: said at once
     try:
         sock = config.bind_socket()
     except SystemExit:   # uvicorn has logged the OSError
