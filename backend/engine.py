@@ -14,6 +14,7 @@ from typing import AsyncIterator, Protocol
 from tokenizers import Tokenizer
 
 from backend.fim_templates import FimTemplate, reads_markers_as_text
+from backend.model_info import require_model_folder
 from backend.settings import Settings
 
 
@@ -104,11 +105,9 @@ class Engine(Protocol):
 
 def load_tokenizer(settings: Settings) -> tuple[Tokenizer, FimTemplate]:
     """The target model folder's tokenizer and FIM template (the prompt is built from ids on our side)."""
-    folder, setting = settings.target_path, "model_int8" if settings.precision == "int8" else "model"
-    for name in ("config.json", "tokenizer.json"):
-        if not (folder / name).is_file():   # the operator's typo, said as such (not "os error 2" from Rust)
-            raise FileNotFoundError(f"the model folder {folder} (setting {setting}) has no {name}"
-                                    + ("" if folder.is_dir() else ": no such folder"))
+    folder = settings.target_path
+    require_model_folder(folder, "model_int8" if settings.precision == "int8" else "model",
+                         ("config.json", "tokenizer.json"))
     tok = reads_markers_as_text(Tokenizer.from_file(str(folder / "tokenizer.json")))
     template = FimTemplate.load(settings.target_path, tok, settings.fim_order, settings.fim_template)
     log.info("FIM template %s (order %s)", template.name, template.order)

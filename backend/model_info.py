@@ -51,6 +51,15 @@ def model_info(model_dir: Path) -> ModelInfo:
     return ModelInfo(context_tokens=context, trained_context_tokens=trained, chars_per_token=cpt)
 
 
+def require_model_folder(folder: Path, setting: str, files: Collection[str] = ("config.json",)) -> None:
+    """An operator's typo said as such: which setting names a folder without a model (otherwise the tokenizer
+    says "os error 2" and vLLM, taking the path for a Hugging Face repo id, asks the Hub)."""
+    for name in files:
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"the model folder {folder} (setting {setting}) has no {name}"
+                                    + ("" if folder.is_dir() else ": no such folder"))
+
+
 def check_head_size(model_dir: Path, supported: Collection[int]) -> None:
     """Refuse (ValueError, saying why) a model folder whose attention head size is not in `supported` (the
     attention backend's `get_supported_head_sizes()`); a folder that does not say passes (vLLM decides)."""

@@ -24,7 +24,7 @@ from backend.cpu_features import cpu_flags, served_dtype
 from backend.engine import Delta, EngineStats, load_tokenizer
 from backend.fim_templates import FimTemplate
 from backend.heal_mask import EXTRA_KEY as HEAL_KEY
-from backend.model_info import check_head_size, served_max_model_len
+from backend.model_info import check_head_size, require_model_folder, served_max_model_len
 from backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")
@@ -161,6 +161,8 @@ class VllmEngine:
                 preload_iomp()
             from vllm.v1.engine.async_llm import AsyncLLM
 
+            if s.spec_method == "draft":
+                require_model_folder(Path(s.draft_model), "draft_model")
             check_head_sizes(s)
             self.llm = AsyncLLM.from_engine_args(engine_args(s),
                                                  stat_loggers=[stat_logger_factory(self.stats)])

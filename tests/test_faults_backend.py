@@ -263,6 +263,10 @@ def test_a_model_path_that_holds_no_model_turns_healthz_red_and_says_which(tmp_p
     with pytest.raises(RuntimeError, match="the backend's engine failed to start") as e:
         start_backend(tmp_path / "backend.log", f"model={missing}", timeout_s=120)
     assert f"the model folder {missing} (setting model) has no config.json: no such folder" in str(e.value)
+    # the draft's path: vLLM took it for a Hugging Face repo id and asked the Hub
+    with pytest.raises(RuntimeError, match="the backend's engine failed to start") as e:
+        start_backend(tmp_path / "draft.log", "spec_method=draft", f"draft_model={missing}", timeout_s=120)
+    assert f"the model folder {missing} (setting draft_model) has no config.json" in str(e.value)
 
 
 def test_a_port_in_use_is_said_before_the_engine_starts(tmp_path):
