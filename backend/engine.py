@@ -106,8 +106,7 @@ class Engine(Protocol):
 def load_tokenizer(settings: Settings) -> tuple[Tokenizer, FimTemplate]:
     """The target model folder's tokenizer and FIM template (the prompt is built from ids on our side)."""
     folder = settings.target_path
-    require_model_folder(folder, "model_int8" if settings.precision == "int8" else "model",
-                         ("config.json", "tokenizer.json"))
+    require_model_folder(folder, settings.target_setting, ("config.json", "tokenizer.json"))
     tok = reads_markers_as_text(Tokenizer.from_file(str(folder / "tokenizer.json")))
     template = FimTemplate.load(settings.target_path, tok, settings.fim_order, settings.fim_template)
     log.info("FIM template %s (order %s)", template.name, template.order)

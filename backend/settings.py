@@ -177,5 +177,10 @@ class Settings(BaseSettings):
         return tuple(sources)
 
     @property
+    def target_setting(self) -> str:
+        """The setting that names the served target's folder."""
+        return "model_int8" if self.precision == "int8" else "model"
+
+    @property
     def target_path(self) -> Path:
-        return self.model_int8 if self.precision == "int8" else self.model
+        return getattr(self, self.target_setting)
