@@ -192,7 +192,9 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             return JSONResponse({"ready": False, "reason": "draining"}, status_code=503)
         if not eng.ready:
             return JSONResponse({"ready": False, "reason": eng.error}, status_code=503)
-        return {"ready": True, "model": settings.served_model_name, "spec_method": settings.spec_method,
+        return {"ready": True, "model": settings.served_model_name, "profile": settings.profile_served,
+                "profile_why": settings.profile_why, "target": settings.target_path.name,
+                "precision": settings.precision, "spec_method": settings.spec_method,
                 "dtype": eng.dtype, "replica": settings.replica_id,
                 "engine_start_s": round(eng.started_s or 0, 1)}
 

@@ -18,6 +18,17 @@ def models_dir() -> Path:
     return _HERE / "models"
 
 
+def built_models_dir() -> Path:
+    """Where set-up builds the models that are made from registry packages rather than committed (the default
+    target): $QUICKCODE_BUILT_MODELS_DIR, else the checkout's runs/models/, else the user's cache."""
+    if os.environ.get("QUICKCODE_BUILT_MODELS_DIR"):
+        return Path(os.environ["QUICKCODE_BUILT_MODELS_DIR"])
+    if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "models").is_dir():
+        return CHECKOUT / "runs" / "models"
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "quickcode" / "models"
+
+
 def configs_dir() -> Path:
     if (CHECKOUT / "configs").is_dir() and (CHECKOUT / "pyproject.toml").is_file():
         return CHECKOUT / "configs"

@@ -70,6 +70,10 @@ def run(settings: Settings, engine=None) -> None:
     # before anything starts: an open server beyond loopback exits here unless the operator allowed it
     check_bind(settings.host, bool(settings.auth_tokens_file or settings.auth_tokens), settings.allow_open)
     check_files(settings)
+    logging.getLogger("quickcode.serve").info(
+        "serving profile %s (%s): %s %s (setting %s), speculation %s", settings.profile_served,
+        settings.profile_why, settings.precision, settings.target_path, settings.target_setting,
+        settings.spec_method)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))   # a socket per WebSocket session (max_sessions)
     from backend import orphan_guard

@@ -1,7 +1,8 @@
 """The backend's one typed source of defaults: environment (QUICKCODE_*) over a TOML file over these values.
 
-The defaults are the embedded default (tiny models on a 2-core CPU); `configs/gpu-13b-int8.toml` is the GPU
-profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file (or the name of a shipped config:
+The defaults are the embedded default: `profile` (backend/profiles.py) fills in the model settings left unset —
+the pretrained target built at set-up, or the light 4.2M-parameter one; `configs/gpu-13b-int8.toml` is the
+GPU profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file (or the name of a shipped config:
 QUICKCODE_CONFIG=gpu-13b-int8).
 """
 from __future__ import annotations
@@ -10,14 +11,17 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
-from backend.assets import config_path, models_dir
+from backend import profiles
+from backend.assets import built_models_dir, config_path, models_dir
 from backend.copy_model import parse_lambdas
+from backend.cpu_features import cpu_flags, native_bf16_flags
 
 MODELS = models_dir()   # the checkout's models/, or the installed wheel's copy
+BUILT = built_models_dir()   # what set-up builds from registry packages (the default target)
 
 
 class Settings(BaseSettings):
@@ -31,9 +35,12 @@ class Settings(BaseSettings):
     replica_id: str = Field(default_factory=lambda: os.environ.get("HOSTNAME", "") or f"pid{os.getpid()}")
 
     # ── models
-    model: Path = MODELS / "target"
-    model_int8: Path = MODELS / "target-int8"
-    precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
+    # which embedded profile fills in the model settings left unset (backend/profiles.py): auto = the
+    # default where this machine runs it within the typing budget, else light
+    profile: Literal["auto", "default", "light"] = "auto"
+    model: Path = BUILT / "smollm2-fim"
+    model_int8: Path = BUILT / "smollm2-fim-int8"
+    precision: Literal["bf16", "int8"] = "int8"   # int8 serves `model_int8` (W8A8 compressed-tensors)
     draft_model: Path = MODELS / "draft"
     # The embedded default decodes plainly: on this CPU (vLLM, batch 1, one run, benchmarks/reports/draft.md)
     # the draft at K=2 adds 7.1 ms [6.4, 8.7] to the first token (it prefills the prompt too) and is no faster
@@ -54,7 +61,7 @@ class Settings(BaseSettings):
     # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real
     # models); never: the plain prefix only (a model with no FIM tokens, e.g. one imported from a registry
     # wheel; its quickcode_fim.json `prefix_only` makes it so whatever this says)
-    fim_policy: Literal["always", "mid_line", "never"] = "mid_line"
+    fim_policy: Literal["always", "mid_line", "never"] = "always"
     heal_space: bool = True               # a prefix ending in a space: the model writes it (fim.py `heal`)
     # and a prefix ending in anything else gives back what one token can write of its last piece (`super().` →
     # `super` + `().`, `controlCharP` → `controlChar` + `P`): the model
@@ -81,7 +88,7 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     # None: the context the model was trained on (its quickcode_train.json `trained_context_tokens`), else its
     # max_position_embeddings — positions past the trained context make a small model's completions useless
-    max_model_len: int | None = None
+    max_model_len: int | None = 2048
     block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
     enable_prefix_caching: bool = True
     # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) |
@@ -90,7 +97,7 @@ class Settings(BaseSettings):
     cache_isolation: Literal["auto", "user", "team", "shared"] = "auto"
     kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
     gpu_memory_utilization: float = 0.90
-    enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
+    enforce_eager: bool = False           # True: faster start, decode steps not compiled
     tensor_parallel_size: int = 1         # GPUs one model copy is split over, in a node (docs/operators.md)
     pipeline_parallel_size: int = 1       # layer stages, usually one per node (multi-node: with Ray)
     data_parallel_size: int = 1           # model copies inside this one engine (vLLM balances between them)
@@ -142,6 +149,27 @@ class Settings(BaseSettings):
     # ── lifecycle
     shutdown_drain_s: float = 5.0
     log_level: str = "info"
+
+    _profile_served: str = PrivateAttr("")
+    _profile_why: str = PrivateAttr("")
+
+    @model_validator(mode="after")
+    def _apply_profile(self) -> "Settings":
+        name, why = profiles.choose_profile(self.profile, native_bf16_flags(cpu_flags()), profiles.has_gpu())
+        for key, value in profiles.profile_settings(name).items():
+            if key not in self.model_fields_set:
+                setattr(self, key, value)
+        self._profile_served, self._profile_why = name, why
+        return self
+
+    @property
+    def profile_served(self) -> str:
+        """The profile whose values filled the unset model settings (`auto` resolved)."""
+        return self._profile_served
+
+    @property
+    def profile_why(self) -> str:
+        return self._profile_why
 
     @field_validator("copy_lambdas")
     @classmethod

@@ -4,7 +4,7 @@ tokenizer: nothing of them in the prefix cache), one at a time, after one untime
 engine up. Issue 14's budget for a cold 1,000-token prompt: 600 ms on the 2-core CPU.
 
 A running backend (`--url http://host:port`), or one started here with a config and overrides (`--config
-configs/cpu-smollm2.toml --set enforce_eager=false`), so two configurations can be compared one after the other.
+FILE`, `--set profile=light`), so two configurations can be compared one after the other.
 """
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ class SessionResult:
     benchmark needs to tell where accepted characters were won or lost) and the counts read off them."""
     asks: list[dict] = field(default_factory=list)       # {at, version, t_ms, end_ms, outcome, text, id}
     shows: list[dict] = field(default_factory=list)      # {at, version, t_ms, text, id, pause}
-    accepts: list[dict] = field(default_factory=list)    # {at, text, id, partial}: partial = word steps
+    # {at, text, id, partial, keys}: partial = word steps; keys = the keys pressed to accept it
+    accepts: list[dict] = field(default_factory=list)
     waits: list[dict] = field(default_factory=list)      # {at, gap_ms, ghost_ms}: every gap before a key
     pause_to_ghost_ms: list[float] = field(default_factory=list)   # for pauses where ghost text appeared
     request_latency_ms: list[float] = field(default_factory=list)  # request → non-empty answer
@@ -96,6 +97,11 @@ class SessionResult:
     @property
     def accepted_chars(self) -> int:
         return sum(len(a["text"]) for a in self.accepts)
+
+    @property
+    def keys_saved(self) -> int:
+        """Accepted characters less the keys pressed to accept them (Tab, or accept-next-word per step)."""
+        return self.accepted_chars - sum(a.get("keys", 1) for a in self.accepts)
 
 
 # How the simulated editor asks: "vscode" on every change, cancelling the previous request; "vscode-1.100" as
@@ -291,7 +297,8 @@ class SimEditor:
                 self.insert(text)
                 if item.command is not None:
                     await self.command(item.command.command, *(item.command.arguments or []))
-            res.accepts.append({"at": at, "text": text, "id": _item_id(item), "partial": partial})
+            keys = len(accept_steps(shown["text"], chars)) if partial else 1   # Tab, or one press a word step
+            res.accepts.append({"at": at, "text": text, "id": _item_id(item), "partial": partial, "keys": keys})
             res.events.append(Event(self.now_ms(), "accepted", {"text": text[:80]}))
             shown = None
             return text

@@ -62,6 +62,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arms", default="ours,naive,honest",
                    help="configurations: ours, naive, honest (the compared ones), no_predictor (ours without the "
                         "acceptance predictor)")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME=JSON", type=_named_json,
+                   help="an extra arm: ours' client with these settings over its defaults, e.g. "
+                        "'line={\"suggestion_unit\": \"line\"}' (name it in --arms too)")
+    p.add_argument("--arm-backend", action="append", default=[], metavar="NAME=K=V,...", type=_named_sets,
+                   help="the backend an arm types against, started beside the default one with these settings, "
+                        "e.g. 'light=profile=light' (arms without one type against the default backend)")
     p.add_argument("--ours-settings", type=json.loads, default=None, metavar="JSON",
                    help="client settings over ours' defaults, e.g. an earlier client's defaults for a before/after "
                         "comparison: '{\"predictor\": true, \"hot_streak_lines\": 3}' (kept in the rows' key)")
@@ -80,6 +86,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the simulated editor asks (benchmarks/editor_sim.py): 'vscode' on every key; "
                         "'vscode-1.100' 50 ms after the last key, as VS Code 1.100 does; 'neovim', 'neovim-pause'")
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
+
+
+def _named_json(text: str) -> tuple[str, dict]:
+    name, sep, body = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"NAME=JSON, got {text!r}")
+    return name.strip(), json.loads(body)
+
+
+def _named_sets(text: str) -> tuple[str, tuple[str, ...]]:
+    name, sep, body = text.partition("=")
+    sets = tuple(kv.strip() for kv in body.split(",") if kv.strip())
+    if not sep or not name.strip() or not all("=" in kv for kv in sets):
+        raise argparse.ArgumentTypeError(f"NAME=KEY=VALUE[,KEY=VALUE...], got {text!r}")
+    return name.strip(), sets
+
+
+def _served_tokenizer(sets: tuple[str, ...] = ()) -> Path:
+    """The tokenizer.json of the model a backend with these `--set`s serves (read as it reads its settings)."""
+    from backend.settings import Settings
+
+    return Settings(**dict(kv.split("=", 1) for kv in sets)).target_path / "tokenizer.json"
 
 
 def held_out_files(args) -> list[Path]:
@@ -216,10 +244,19 @@ def run(args: argparse.Namespace) -> dict:
     from backend.launch import start_backend, stop_backend
 
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    if "ours" not in arms or not set(arms) <= set(ARMS):
-        raise SystemExit(f"--arms: 'ours' and any of {', '.join(a for a in ARMS if a != 'ours')} (got {args.arms!r})")
+    extra = dict(getattr(args, "arm", None) or [])
+    arm_backends = dict(getattr(args, "arm_backend", None) or [])
+    known = {*ARMS, *extra, *arm_backends}
+    if "ours" not in arms or not set(arms) <= known or not set(arm_backends) <= set(arms):
+        raise SystemExit(f"--arms: 'ours' and any of {', '.join(sorted(known - {'ours'}))} "
+                         f"(got {args.arms!r}; an --arm-backend names an arm of --arms)")
     key = {"code": _code_key(), "seed": args.seed, "chars": args.chars, "speed": args.speed, **_setting_key(args)}
-    arm_settings = {**ARMS, "ours": {**ARMS["ours"], **(getattr(args, "ours_settings", None) or {})}}
+    if extra:
+        key["extra_arms"] = extra
+    if arm_backends:
+        key["arm_backends"] = {a: list(v) for a, v in arm_backends.items()}
+    ours = {**ARMS["ours"], **(getattr(args, "ours_settings", None) or {})}
+    arm_settings = {**ARMS, **{a: {**ARMS.get(a, ours), **cfg} for a, cfg in extra.items()}, "ours": ours}
     dev_arg = getattr(args, "developer", "whole")
     devs = ["whole", "word"] if dev_arg == "both" else [dev_arg]
     rows = _load_rows(args.rows, key)
@@ -231,6 +268,10 @@ def run(args: argparse.Namespace) -> dict:
     if todo and url is None:
         backend = start_backend(Path("artifacts/logs/bench-typing-backend.log").resolve())
         url = backend.ws_url
+    # an arm with a backend of its own types against it; the default backend serves the others
+    others = {sets: start_backend(Path(f"artifacts/logs/bench-typing-backend-{i}.log").resolve(), *sets)
+              for i, sets in enumerate(sorted(set(arm_backends.values())))} if todo else {}
+    url_of = {a: others[arm_backends[a]].ws_url if a in arm_backends and todo else url for a in arms}
     # what each arm's client learns (pauses, the predictor) is kept across its sessions, and beside the rows
     # across the holds a run is continued in, as an editor keeps it across its sessions
     # (per developer kind: what a client learns depends on what its developer takes)
@@ -250,7 +291,7 @@ def run(args: argparse.Namespace) -> dict:
                 seg = segs[i]
                 print(f"[typing] session {i + 1}/{len(segs)} {name} ({dev} developer): {seg[0].name}, "
                       f"{len(seg[2])} chars", file=sys.stderr, flush=True)
-                r = asyncio.run(_session(url, arm_settings[name], seg, args.seed + i, args.speed,
+                r = asyncio.run(_session(url_of[name], arm_settings[name], seg, args.seed + i, args.speed,
                                          state[(name, dev)], dev, getattr(args, "editor_style", "vscode")))
                 r.update(key, session=i, arm=name, file=seg[0].name, developer=dev)
                 rows[(i, name, dev)] = r
@@ -261,13 +302,14 @@ def run(args: argparse.Namespace) -> dict:
                       file=sys.stderr, flush=True)
                 break
     finally:
-        if backend is not None:
-            stop_backend(backend, 60)
+        for b in [backend, *others.values()]:
+            if b is not None:
+                stop_backend(b, 60)
     done = {d: [i for i in range(len(segs)) if all((i, a, d) in rows for a in arms)] for d in devs}
     if not any(done.values()):
         raise SystemExit("no segment typed by every arm yet")
     by_dev = {d: [[rows[(i, a, d)] for a in arms] for i in done[d]] for d in devs if done[d]}
-    return _report(args, arms, by_dev, key)
+    return _report(args, arms, by_dev, key, arm_backends)
 
 
 def _past(until: str | None) -> bool:
@@ -297,7 +339,7 @@ DEVELOPER_SAYS = {"whole": "takes a suggestion only whole (Tab)",
 def _kind_figures(arms: list[str], sessions: list[list[dict]], count) -> dict:
     """One developer kind's figures: per arm (its sessions, their sums), intervals, contrasts."""
     by_arm = {a: [s[k] for s in sessions] for k, a in enumerate(arms)}
-    figs = {a: [tf.session_figures(r, count) for r in rows] for a, rows in by_arm.items()}
+    figs = {a: [tf.session_figures(r, count[a]) for r in rows] for a, rows in by_arm.items()}
     summ = {a: tf.summarize(f) for a, f in figs.items()}
     return {"sessions": sessions, "by_arm": by_arm, "summ": summ,
             "ci": tf.intervals(figs) if len(sessions) > 1 else {}, "con": tf.contrasts(summ)}
@@ -356,7 +398,9 @@ def _headline_of(kind: dict, arms: list[str], attribution: dict, targets: dict) 
     out: dict = {"segments": len(kind["sessions"])}
     for a in arms:
         s = summ[a]
-        out[a] = {"accepted_chars": s["accepted_chars"], "accepted_per_100": _rnd(s["accepted_per_100"], 2),
+        out[a] = {"keys_saved": s["keys_saved"], "keys_saved_per_100": _rnd(s["keys_saved_per_100"], 2),
+                  "accept_keys": s["accept_keys"],
+                  "accepted_chars": s["accepted_chars"], "accepted_per_100": _rnd(s["accepted_per_100"], 2),
                   "partial_accepts": s["partial"], "partial_chars": s["partial_chars"],
                   "backend_requests": s["backend_requests"],
                   "engine_tokens_per_accepted_char": _rnd(s["engine_tokens_per_accepted_char"], 1),
@@ -365,7 +409,7 @@ def _headline_of(kind: dict, arms: list[str], attribution: dict, targets: dict) 
     out["contrasts"] = {k: _rnd(v) for k, v in kind["con"].items()}
     out["intervals_90"] = {k: [_rnd(v[0]), _rnd(v[1])] for k, v in ci.items()
                            if not k.startswith(tuple(f"{a}." for a in arms)) or k.split(".")[1] in
-                           ("accepted_per_100", "p95_ms", "waste_share")}
+                           ("keys_saved_per_100", "accepted_per_100", "p95_ms", "waste_share")}
     out["loss_causes"] = {b: {c: v[1] for c, v in tally.items()} for b, (tally, _) in attribution.items()}
     out["targets_met"] = targets
     return out
@@ -384,17 +428,27 @@ def _side_by_side(arms: list[str], kinds: dict[str, dict]) -> str:
         rows.append([f"accepted characters (suggestions; of them word by word): {a}",
                      *(f"{s[d]['accepted_chars']} ({s[d]['accepted']}; "
                        f"{s[d]['partial_chars']} in {s[d]['partial']})" for d in devs)])
+    for a in arms:
+        rows.append([f"keystrokes saved per 100 typed: {a}",
+                     *(_fmt_ci(kinds[d]["summ"][a]["keys_saved_per_100"],
+                               kinds[d]["ci"].get(f"{a}.keys_saved_per_100"), "{:.2f}") for d in devs)])
     for b in (a for a in arms if a in ("naive", "honest")):
-        k = f"accepted_ratio_vs_{b}"
-        rows.append([f"accepted characters, ours / {b}",
-                     *(_fmt_ci(kinds[d]["con"][k], kinds[d]["ci"].get(k), "{:.2f}×") for d in devs)])
+        for k, what in ((f"keys_saved_ratio_vs_{b}", "keystrokes saved"), (f"accepted_ratio_vs_{b}",
+                                                                            "accepted characters")):
+            rows.append([f"{what}, ours / {b}",
+                         *(_fmt_ci(kinds[d]["con"][k], kinds[d]["ci"].get(k), "{:.2f}×") for d in devs)])
     return md_table(["figure", *(f"{d} developer" for d in devs)], rows)
 
 
-def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dict) -> dict:
+def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dict,
+            arm_backends: dict[str, tuple[str, ...]] | None = None) -> dict:
     """The report of a run: the whole developer's figures in full (or the one kind typed), the kinds side by
     side when both were typed, and each kind's loss attribution."""
-    count = _counter(REPO / "models" / "target" / "tokenizer.json")
+    arm_backends = arm_backends or {}
+    # shown text counted in the tokens of the model each arm's backend serves (a running backend of --url:
+    # the model this process's settings name)
+    by_sets = {sets: _counter(_served_tokenizer(sets)) for sets in {(), *arm_backends.values()}}
+    count = {a: by_sets[arm_backends.get(a, ())] for a in arms}
     kinds = {d: _kind_figures(arms, s, count) for d, s in by_dev.items()}
     dev = "whole" if "whole" in kinds else next(iter(kinds))
     sessions, by_arm, summ, ci = (kinds[dev][k] for k in ("sessions", "by_arm", "summ", "ci"))
@@ -417,6 +471,10 @@ def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dic
                if len(kinds) > 1 else ""))
     pc = lambda a, k, f="{:.1f}": _fmt_ci(summ[a][k], ci.get(f"{a}.{k}"), f)
     rows = [
+        ["keystrokes saved per 100 typed (accepted characters less the keys that took them)",
+         *(pc(a, "keys_saved_per_100", "{:.2f}") for a in arms)],
+        ["keystrokes saved (accepted characters − accept keys)",
+         *(f"{summ[a]['keys_saved']} ({summ[a]['accepted_chars']} − {summ[a]['accept_keys']})" for a in arms)],
         ["accepted characters per 100 typed", *(pc(a, "accepted_per_100", "{:.2f}") for a in arms)],
         ["accepted characters (suggestions)", *(f"{summ[a]['accepted_chars']} ({summ[a]['accepted']})" for a in arms)],
         *([["… of them word by word (partial accepts)",

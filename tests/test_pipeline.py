@@ -101,19 +101,35 @@ def test_wide_vocabulary_bins_round_trip(tmp_path):
     assert load_bin(path).tolist() == arr.tolist()
 
 
-def test_cpu_quality_profile_config_loads_into_settings_and_engine_args(monkeypatch):
-    """configs/cpu-smollm2.toml (the registry model with our FIM adapter that `scripts/setup.sh smollm2` makes):
-    INT8 served, no speculation (the embedded draft's vocabulary is another), the suffix in every prompt."""
+@pytest.mark.parametrize("how", ["profile", "config"])
+def test_the_profiles_fill_the_model_settings_and_reach_the_engine(monkeypatch, how):
+    """The default profile serves the built SmolLM2 + FIM adapter INT8 (no speculation, the suffix in every
+    prompt, compiled); the light one the committed 4.2M target — by `profile` or by `--config light`; a setting
+    the operator gives wins over its profile's."""
+    from backend.assets import built_models_dir
     from backend.settings import Settings
     from backend.vllm_engine import engine_args
 
     monkeypatch.chdir(REPO)
-    monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "cpu-smollm2.toml"))
-    s = Settings()  # extra="forbid": a key that is not a Settings field fails here
-    assert (s.precision, s.spec_method, s.max_model_len, s.enforce_eager) == ("int8", "off", 2048, False)
-    assert s.target_path == s.model_int8 == Path("runs/registry-smollm2-fim-int8") and s.fim_policy == "always"
+    monkeypatch.delenv("QUICKCODE_CONFIG", raising=False)
+    s = Settings(profile="default")
+    assert (s.profile_served, s.precision, s.spec_method, s.max_model_len, s.enforce_eager, s.fim_policy) == (
+        "default", "int8", "off", 2048, False, "always")
+    assert s.target_path == s.model_int8 == built_models_dir() / "smollm2-fim-int8"
     args = engine_args(s)
     assert args.model == str(s.model_int8) and args.speculative_config is None
+    if how == "config":
+        monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "light.toml"))
+        monkeypatch.delenv("QUICKCODE_PROFILE", raising=False)
+        light = Settings()
+    else:
+        light = Settings(profile="light")
+    assert (light.profile_served, light.precision, light.fim_policy, light.enforce_eager) == (
+        "light", "bf16", "mid_line", True)
+    assert light.target_path == light.model == REPO / "models" / "target"
+    assert engine_args(light).model == str(REPO / "models" / "target")
+    mixed = Settings(profile="light", fim_policy="always")
+    assert mixed.fim_policy == "always" and mixed.precision == "bf16"
 
 
 def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):

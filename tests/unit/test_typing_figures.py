@@ -124,6 +124,22 @@ def test_partial_accepts_are_counted_apart_and_within_the_accepted_characters():
     assert (s["accepted"], s["accepted_chars"], s["partial"], s["partial_chars"]) == (3, 18, 1, 12)
 
 
+def test_keystrokes_saved_are_the_accepted_characters_less_the_keys_that_took_them():
+    """A whole line is one Tab; taking `return self.` word by word is four presses (VS Code's steps: `return`,
+    ` `, `self`, `.`)."""
+    from benchmarks.accept_rule import accept_steps
+
+    assert len(accept_steps("return self.width", 12)) == 4
+    line = rec(accepts=[{"at": 4, "text": "return self.width", "partial": False, "keys": 1}])
+    words = rec(accepts=[{"at": 4, "text": "return self.", "partial": True, "keys": 4}])
+    old = rec(accepts=[{"at": 4, "text": "return self."}])        # a row kept before keys: one Tab
+    figs = {a: tf.summarize([tf.session_figures(r)]) for a, r in (("line", line), ("words", words), ("old", old))}
+    assert (figs["line"]["keys_saved"], figs["words"]["keys_saved"], figs["old"]["keys_saved"]) == (16, 8, 11)
+    assert figs["line"]["keys_saved_per_100"] == 100 * 16 / len(TARGET)
+    con = tf.contrasts({"ours": figs["line"], "words": figs["words"]})
+    assert con["keys_saved_ratio_vs_words"] == 16 / 8
+
+
 def test_rows_of_the_two_developer_kinds_are_kept_apart_and_older_rows_are_the_whole_developers(tmp_path):
     import json
 

@@ -121,6 +121,19 @@ async def test_a_line_start_asks_for_one_line_word_by_word_and_its_generation_st
     ask.cancel()
 
 
+async def test_the_line_unit_shows_the_first_line_whole_at_a_line_start_and_stops_the_generation_there():
+    plan = "total = a + b\n    total += 1\n    return total\n"
+    block = BEFORE[: -len("total = ")]                 # the start of an indented line: a block place
+    c, chan, _ = _session("line")
+    c.on_change(URI, block, len(block))
+    ask, rid = await _ask(c, chan, block, plan)
+    chan.feed(rid, 18)                                 # the first line is complete, the next one begun
+    s = await ask
+    assert s is not None and s.text == "total = a + b"
+    await _settle()
+    assert rid not in chan.running() and c.stats.stopped_early == 1   # one line was asked for: stopped
+
+
 async def test_the_block_unit_shows_the_whole_line_once_it_is_final():
     c, chan, _ = _session("block")
     ask, rid = await _ask(c, chan, BEFORE, "add(a, b) + 1\n    return total\n")
@@ -133,3 +146,4 @@ def test_a_setting_outside_its_choices_is_refused():
     cfg = ClientConfig()
     assert cfg.update({"suggestionUnit": "sentence"}) == ["suggestionUnit"] and cfg.suggestion_unit == "word"
     assert cfg.update({"suggestionUnit": "block"}) == [] and cfg.suggestion_unit == "block"
+    assert cfg.update({"suggestionUnit": "line"}) == [] and cfg.suggestion_unit == "line"

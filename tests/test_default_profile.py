@@ -1,0 +1,68 @@
+"""The embedded default end to end: a bare `quickcode serve` (the default profile: SmolLM2-135M with our FIM
+adapter, INT8, built by scripts/setup.sh) says what it serves, and a real LSP client gets a whole line of ghost
+text from it where the code around the cursor decides the line."""
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as T
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from backend.launch import start_backend, stop_backend
+from tests.conftest import ARTIFACTS
+from tests.test_lsp_e2e import URI, capabilities, open_doc, quiet_status, wait_connected
+
+pytestmark = pytest.mark.engine
+
+# the cursor at ║: a body that the signature, the docstring and the suffix decide
+BEFORE = 'def average(values):\n    """The mean of a list of numbers."""\n    total = sum(values)\n    return '
+AFTER = "\n\n\nprint(average([1, 2, 3]))\n"
+
+
+@pytest.fixture(scope="module")
+def default_backend():
+    b = start_backend(ARTIFACTS / "logs" / "backend-default-profile.log", env={"QUICKCODE_PROFILE": "default"},
+                      timeout_s=600)
+    yield b
+    stop_backend(b)
+
+
+def readyz(backend) -> dict:
+    with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=5) as r:
+        return json.loads(r.read())
+
+
+def test_a_bare_serve_says_it_serves_the_default_profile_and_why(default_backend):
+    r = readyz(default_backend)
+    assert (r["profile"], r["precision"], r["target"], r["spec_method"]) == (
+        "default", "int8", "smollm2-fim-int8", "off")
+    assert r["profile_why"] == "profile = 'default' was set"
+    assert "serving profile default" in default_backend.log_tail(400)
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
+async def client(lsp_client: LanguageClient, default_backend):
+    quiet_status(lsp_client)
+    await lsp_client.initialize_session(T.InitializeParams(
+        capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
+        initialization_options={"endpoints": [default_backend.ws_url], "predictor": False, "warmup": False,
+                                "suggestion_unit": "line"}))
+    await wait_connected(lsp_client)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_the_default_writes_the_line_the_code_around_it_decides(client: LanguageClient):
+    text = BEFORE + AFTER
+    open_doc(client, text)
+    pos = T.Position(line=BEFORE.count("\n"), character=len(BEFORE) - BEFORE.rfind("\n") - 1)
+    result = await client.text_document_inline_completion_async(T.InlineCompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=URI), position=pos,
+        context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Invoked)))
+    assert result.items, "no ghost text from the default profile"
+    line = result.items[0].insert_text
+    assert line.replace(" ", "") in ("total/len(values)", "total/float(len(values))"), line
