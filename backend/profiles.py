@@ -3,7 +3,8 @@
 `default` is a pretrained code model taught fill-in-the-middle by our adapter, served INT8, built at set-up
 from a pinned registry wheel (scripts/setup.sh, docs/model-card.md); `light` is the 4.2M-parameter target this
 project trains from scratch, for CPUs where the default misses the typing budget. A profile fills in only
-the settings the operator left unset; a config file (configs/gpu-13b-int8.toml) sets its own.
+the settings the operator left unset, and none when the operator names a model (a config file such as
+configs/gpu-13b-int8.toml, or `--set model=...`): that model is served with the settings' own defaults.
 """
 from __future__ import annotations
 

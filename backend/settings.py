@@ -16,12 +16,11 @@ from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, Setting
                                TomlConfigSettingsSource)
 
 from backend import profiles
-from backend.assets import built_models_dir, config_path, models_dir
+from backend.assets import config_path, models_dir
 from backend.copy_model import parse_lambdas
 from backend.cpu_features import cpu_flags, native_bf16_flags
 
 MODELS = models_dir()   # the checkout's models/, or the installed wheel's copy
-BUILT = built_models_dir()   # what set-up builds from registry packages (the default target)
 
 
 class Settings(BaseSettings):
@@ -36,11 +35,12 @@ class Settings(BaseSettings):
 
     # ── models
     # which embedded profile fills in the model settings left unset (backend/profiles.py): auto = the
-    # default where this machine runs it within the typing budget, else light
+    # default where this machine runs it within the typing budget, else light. Naming a `model` or
+    # `model_int8` serves that model with these fields' own defaults (no profile)
     profile: Literal["auto", "default", "light"] = "auto"
-    model: Path = BUILT / "smollm2-fim"
-    model_int8: Path = BUILT / "smollm2-fim-int8"
-    precision: Literal["bf16", "int8"] = "int8"   # int8 serves `model_int8` (W8A8 compressed-tensors)
+    model: Path = MODELS / "target"
+    model_int8: Path = MODELS / "target-int8"
+    precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
     draft_model: Path = MODELS / "draft"
     # The embedded default decodes plainly: on this CPU (vLLM, batch 1, one run, benchmarks/reports/draft.md)
     # the draft at K=2 adds 7.1 ms [6.4, 8.7] to the first token (it prefills the prompt too) and is no faster
@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real
     # models); never: the plain prefix only (a model with no FIM tokens, e.g. one imported from a registry
     # wheel; its quickcode_fim.json `prefix_only` makes it so whatever this says)
-    fim_policy: Literal["always", "mid_line", "never"] = "always"
+    fim_policy: Literal["always", "mid_line", "never"] = "mid_line"
     heal_space: bool = True               # a prefix ending in a space: the model writes it (fim.py `heal`)
     # and a prefix ending in anything else gives back what one token can write of its last piece (`super().` →
     # `super` + `().`, `controlCharP` → `controlChar` + `P`): the model
@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     # None: the context the model was trained on (its quickcode_train.json `trained_context_tokens`), else its
     # max_position_embeddings — positions past the trained context make a small model's completions useless
-    max_model_len: int | None = 2048
+    max_model_len: int | None = None
     block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
     enable_prefix_caching: bool = True
     # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) |
@@ -97,7 +97,7 @@ class Settings(BaseSettings):
     cache_isolation: Literal["auto", "user", "team", "shared"] = "auto"
     kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
     gpu_memory_utilization: float = 0.90
-    enforce_eager: bool = False           # True: faster start, decode steps not compiled
+    enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
     tensor_parallel_size: int = 1         # GPUs one model copy is split over, in a node (docs/operators.md)
     pipeline_parallel_size: int = 1       # layer stages, usually one per node (multi-node: with Ray)
     data_parallel_size: int = 1           # model copies inside this one engine (vLLM balances between them)
@@ -155,6 +155,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _apply_profile(self) -> "Settings":
+        if {"model", "model_int8"} & self.model_fields_set:
+            self._profile_served, self._profile_why = "custom", "the model was named (setting model/model_int8)"
+            return self
         name, why = profiles.choose_profile(self.profile, native_bf16_flags(cpu_flags()), profiles.has_gpu())
         for key, value in profiles.profile_settings(name).items():
             if key not in self.model_fields_set:
@@ -164,7 +167,7 @@ class Settings(BaseSettings):
 
     @property
     def profile_served(self) -> str:
-        """The profile whose values filled the unset model settings (`auto` resolved)."""
+        """The profile whose values filled the unset model settings (`auto` resolved; `custom`: none)."""
         return self._profile_served
 
     @property

@@ -128,8 +128,12 @@ def test_the_profiles_fill_the_model_settings_and_reach_the_engine(monkeypatch, 
         "light", "bf16", "mid_line", True)
     assert light.target_path == light.model == REPO / "models" / "target"
     assert engine_args(light).model == str(REPO / "models" / "target")
-    mixed = Settings(profile="light", fim_policy="always")
-    assert mixed.fim_policy == "always" and mixed.precision == "bf16"
+    mixed = Settings(profile="default", fim_policy="mid_line")
+    assert mixed.fim_policy == "mid_line" and mixed.precision == "int8"
+    # a model the operator names is served as given, with no profile's precision or folder
+    own = Settings(profile="default", model=REPO / "models" / "draft")
+    assert (own.profile_served, own.target_path, own.precision, own.max_model_len) == (
+        "custom", REPO / "models" / "draft", "bf16", None)
 
 
 def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
