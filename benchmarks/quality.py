@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the current draft (speculation off when it does not share the target's vocabulary)")
     p.add_argument("--humaneval", type=int, default=0,
                    help="HumanEval single-line tasks: 0 = all 1,033; N = a fixed seeded subset of N")
+    p.add_argument("--humaneval-multiline", type=int, default=0,
+                   help="HumanEval multi-line infilling tasks (spans of 2-4 lines; a fixed seeded subset; 0: none)")
+    p.add_argument("--multiline-max-tokens", type=int, default=96)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--idioms-per-kind", type=int, default=10, help="held-out idiom lines per idiom kind (15 kinds)")
@@ -113,6 +116,28 @@ def single_line_tasks(problems: dict[str, dict]) -> list[InfillTask]:
                 out.append(InfillTask(f"SingleLineInfilling/{pid}/L{i}", pid, "".join(x + "\n" for x in lines[:i]),
                                       line, "\n".join(lines[i + 1:]), p["prompt"]))
     return out
+
+
+def multi_line_tasks(problems: dict[str, dict], spans: tuple[int, ...] = (2, 3, 4)) -> list[InfillTask]:
+    """Every run of 2-4 lines of every canonical solution that starts and ends on a non-blank line, removed in
+    turn (`line` holds the removed lines, newline-joined)."""
+    out = []
+    for pid in sorted(problems, key=lambda k: int(k.rsplit("/", 1)[1])):
+        p = problems[pid]
+        lines = p["canonical_solution"].split("\n")
+        for n in spans:
+            for i in range(len(lines) - n + 1):
+                if lines[i].strip() and lines[i + n - 1].strip():
+                    out.append(InfillTask(f"MultiLineInfilling/{pid}/L{i}-L{i + n - 1}", pid,
+                                          "".join(x + "\n" for x in lines[:i]), "\n".join(lines[i:i + n]),
+                                          "\n".join(lines[i + n:]), p["prompt"]))
+    return out
+
+
+def exact_block(generated: str, expected: str) -> bool:
+    """The removed lines written again: the generation's first as many lines, each stripped, equal them."""
+    want = [x.strip() for x in expected.split("\n")]
+    return [x.strip() for x in generated.split("\n")[:len(want)]] == want
 
 
 def subset(tasks: list[InfillTask], n: int, seed: int) -> list[InfillTask]:
@@ -442,6 +467,7 @@ def run(args: argparse.Namespace) -> dict:
     problems = load_problems()
     all_tasks = single_line_tasks(problems)
     tasks = subset(all_tasks, args.humaneval, args.seed)
+    multi = subset(multi_line_tasks(problems), args.humaneval_multiline, args.seed) if args.humaneval_multiline else []
     docs, common_mods = files_docs(args.idiom_files) if args.idiom_files else \
         common_heldout(list(model_sets.values()))
     served_idioms = idiom_cases(docs, args.idioms_per_kind)
@@ -451,7 +477,7 @@ def run(args: argparse.Namespace) -> dict:
     for arm in arms:
         key = _piece_key(_sha(arm.target), _sha(arm.draft) if arm.draft else None, arm.settings,
                          args.max_tokens, args.typing_sessions, args.typing_chars, args.seed,
-                         [t.task_id for t in tasks], [c["prefix"][-200:] for c in served_idioms],
+                         [t.task_id for t in tasks + multi], [c["prefix"][-200:] for c in served_idioms],
                          code_digest(SERVING_CODE))
         if (done := _load_piece(args.work / f"served-{_slug(arm.name)}.json", key)) is not None:
             arm.results.update(done)
@@ -468,6 +494,9 @@ def run(args: argparse.Namespace) -> dict:
                                                     args.max_tokens, f"{arm.name}: HumanEval")
             arm.results["idioms"] = complete_all(server.http_url, [editor_window(c["prefix"], c["suffix"])
                                                                    for c in served_idioms], 24, f"{arm.name}: idiom lines")
+            if multi:
+                arm.results["humaneval_multi"] = complete_all(server.http_url, [(t.prefix, t.suffix) for t in multi],
+                                                              args.multiline_max_tokens, f"{arm.name}: multi-line")
             if args.typing_sessions > 0:
                 try:
                     arm.results["typing"] = typing_sessions(server.ws_url, args.typing_sessions, args.typing_chars,
@@ -487,6 +516,11 @@ def run(args: argparse.Namespace) -> dict:
                                                    for g, t in zip(gens, tasks)], f"{arm.name}: tests")
         arm.results["idiom_exact"] = [first_line(g["text"]).rstrip() == c["expected"].rstrip()
                                       for g, c in zip(arm.results["idioms"], served_idioms)]
+        if multi:
+            gens = arm.results["humaneval_multi"]
+            arm.results["multi_exact"] = [exact_block(g["text"], t.line) for g, t in zip(gens, multi)]
+            arm.results["multi_passed"] = runner.passed_all([(t.problem, t.solution_with(g["text"].rstrip("\n")))
+                                                             for g, t in zip(gens, multi)], f"{arm.name}: tests")
     canonical_ok = sum(runner.verdict(pid, p["canonical_solution"]) == "passed" for pid, p in problems.items())
 
     offline: dict[str, dict] = {}
@@ -504,8 +538,32 @@ def run(args: argparse.Namespace) -> dict:
     (args.work / "results.json").write_text(json.dumps({
         "tasks": [t.task_id for t in tasks], "arms": {a.name: a.results for a in arms},
         "offline": {k: {kk: vv for kk, vv in v.items()} for k, v in offline.items()}}, default=str))
+    if multi:
+        _multi_report(rep, args, arms, multi)
     return _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mods, same_note, runner,
                    canonical_ok, len(problems))
+
+
+def _multi_report(rep, args, arms, multi: list[InfillTask]) -> None:
+    """The multi-line section, and each arm's multi-line figures for the headline (`arm.results["multi"]`)."""
+    groups = [t.problem for t in multi]
+    boot = {k: cluster_bootstrap(groups, {a.name: [float(x) for x in a.results[k]] for a in arms}, seed=args.seed)
+            for k in ("multi_exact", "multi_passed")}
+    rows = []
+    for a in arms:
+        n, ex, ps = len(multi), sum(a.results["multi_exact"]), sum(a.results["multi_passed"])
+        lat = pcts([g["total_ms"] for g in a.results["humaneval_multi"]], (50, 95))
+        rows.append([a.name, f"{ex}/{n} = {_pct(ex / n)} {_ci(boot['multi_exact']['mean'][a.name])}",
+                     f"{ps}/{n} = {_pct(ps / n)} {_ci(boot['multi_passed']['mean'][a.name])}", lat["p50"], lat["p95"]])
+        a.results["multi"] = {"multiline_exact": round(ex / n, 4), "multiline_exact_ci95":
+                              _r(boot["multi_exact"]["mean"][a.name]), "multiline_pass1": round(ps / n, 4),
+                              "multiline_pass1_ci95": _r(boot["multi_passed"]["mean"][a.name]), "multiline_tasks": n}
+    rep.add(f"## HumanEval multi-line infilling through /v1/completions\n\n{len(multi)} tasks (a fixed subset, seed "
+            f"{args.seed}, of every run of 2-4 lines of a canonical solution that starts and ends on a non-blank "
+            f"line), greedy, up to {args.multiline_max_tokens} tokens: the middle is what the model writes before it "
+            "ends. Exact = its first lines, stripped, are the removed ones; pass@1 = the tests pass with the whole "
+            "middle in place of the removed lines. 95 % intervals resample whole problems.\n\n"
+            + md_table(["arm", "exact [95 % CI]", "pass@1 [95 % CI]", "request p50 ms", "request p95 ms"], rows))
 
 
 # ── pieces: a run cut by a time cap (/work/bin/heavy) continues where it stopped ───────────────────────────
@@ -600,6 +658,7 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
                              "humaneval_pass1": round(ps / n, 4), "humaneval_pass1_ci95": _r(boot_pass["mean"][a.name]),
                              "ttfc_ms_p50": lat_f["p50"], "ttfc_ms_p95": lat_f["p95"], "total_ms_p50": lat_t["p50"],
                              "total_ms_p95": lat_t["p95"]}
+        head_arms[a.name].update(r.get("multi", {}))
         if d_ex:
             head_arms[a.name]["exact_minus_first_ci95"] = _r(d_ex)
             head_arms[a.name]["pass1_minus_first_ci95"] = _r(d_ps)
