@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a setting of the backend started here (repeatable)")
     p.add_argument("--tokenizer", type=Path, default=None,
-                   help="the served model's folder (its tokenizer.json; default: the config's model, else models/target)")
+                   help="the served model's folder (its tokenizer.json; default: the one the settings serve)")
     p.add_argument("--tokens", type=int, default=1000)
     p.add_argument("--prompts", type=int, default=12)
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
@@ -63,7 +63,12 @@ def first_chunk_ms(client, http: str, prompt: str) -> float:
 def run(args: argparse.Namespace) -> dict:
     settings = dict(kv.split("=", 1) for kv in args.set)
     config = tomllib.loads(args.config.read_text()) if args.config else {}
-    model = Path(args.tokenizer or config.get("model") or "models/target")
+    if args.tokenizer is None:
+        from backend.settings import Settings
+
+        model = Settings(**{**config, **settings}).target_path   # the folder the backend started here serves
+    else:
+        model = Path(args.tokenizer)
     texts = prompts(model, args.prompts + 1, args.tokens)
     report = Report("cold", f"Cold {args.tokens}-token prompts through /v1/completions: time to the first chunk",
                     out=args.out)

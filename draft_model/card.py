@@ -12,8 +12,9 @@ from pathlib import Path
 from draft_model.quantize import sha256_of
 
 ROLES = {
-    "target": "the target model of the embedded default: `quickcode serve` completes with it (`Settings.model`)",
-    "draft": "the draft model of the embedded default: it proposes tokens the target checks (speculative "
+    "target": "the target model of the light profile: `quickcode serve --set profile=light` completes with it "
+              "(`Settings.model`; the default profile serves a pretrained target, docs/model-card.md)",
+    "draft": "the draft model of the light profile: it proposes tokens the target checks (speculative "
              "decoding, `Settings.draft_model`, `spec_method=draft`)",
     "int8": "the target quantized to W8A8 INT8: `quickcode serve --set precision=int8` (`Settings.model_int8`)",
 }
