@@ -25,7 +25,8 @@ debug_api.py (`/debug/*` knobs), http_gate.py (what every HTTP request passes fi
 per-user tokens), tenancy.py (who may share the prefix cache), ratelimit.py (per-user token buckets),
 telemetry.py (client outcomes into bounded metrics), metrics.py (Prometheus), model_info.py (what a model
 folder says about itself), cpu_features.py (is bf16 native here: the served dtype, the training step),
-settings.py (the one typed source of defaults), assets.py (where the shipped models and configs are),
+settings.py (the one typed source of defaults), profiles.py (which models a bare serve serves, and why),
+assets.py (where the shipped and the built models and configs are),
 orphan_guard.py (the engine dies with us), launch.py (start a backend: a process, or in-process for tests).
 backend imports protocol/ and nothing else of the project.
 """

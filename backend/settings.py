@@ -1,9 +1,9 @@
 """The backend's one typed source of defaults: environment (QUICKCODE_*) over a TOML file over these values.
 
-The defaults are the embedded default: `profile` (backend/profiles.py) fills in the model settings left unset —
-the pretrained target built at set-up, or the light 4.2M-parameter one; `configs/gpu-13b-int8.toml` is the
-GPU profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file (or the name of a shipped config:
-QUICKCODE_CONFIG=gpu-13b-int8).
+The defaults are the embedded default: `profile` (backend/profiles.py) fills in the model settings left
+unset — the pretrained target built at set-up, or the light 4.2M-parameter one; `configs/gpu-13b-int8.toml`
+is the GPU profile of the same code. Set QUICKCODE_CONFIG=path.toml to load a file (or the name of a shipped
+config: QUICKCODE_CONFIG=gpu-13b-int8).
 """
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ class Settings(BaseSettings):
     @model_validator(mode="after")
     def _apply_profile(self) -> "Settings":
         if {"model", "model_int8"} & self.model_fields_set:
-            self._profile_served, self._profile_why = "custom", "the model was named (setting model/model_int8)"
+            self._profile_served, self._profile_why = "custom", "a model was named (model or model_int8)"
             return self
         name, why = profiles.choose_profile(self.profile, native_bf16_flags(cpu_flags()), profiles.has_gpu())
         for key, value in profiles.profile_settings(name).items():

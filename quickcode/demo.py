@@ -1,9 +1,10 @@
 """`quickcode demo`: the whole stack on the embedded default, as a developer would meet it.
 
-Starts the backend (real vLLM on the embedded default profile), starts the language server, opens a real source file the models
-never saw in training (a held-out standard-library module), types part of it keystroke by keystroke as
-VS Code would send it, accepts suggestions that match what comes next, and prints what was completed and
-how fast. The last line of output is one JSON object of headline figures.
+Starts the backend (real vLLM on the embedded default profile), starts the language server, opens a real
+source file the models never saw in training (a held-out standard-library module), types part of it keystroke
+by keystroke as VS Code would send it, accepts suggestions that match what comes next, and prints what was
+completed, the keystrokes it saved and how fast. The last line of output is one JSON object of headline
+figures.
 """
 from __future__ import annotations
 
