@@ -1,12 +1,10 @@
 """Does this CPU compute bf16 natively? Read from the kernel's CPU flags; the decisions (the training step,
 the served dtype) are pure functions of them.
 
-With AVX512-BF16 or AMX-BF16 (x86) or BF16 (Arm) a bf16 matmul runs at ~3x the fp32 rate (2048² on 2
-threads: 345–380 against 126 GFLOP/s on an avx512_bf16 machine); without them PyTorch emulates bf16, and a
-training step in bf16 autocast ran 18x slower than in fp32 (an AVX2 machine, 2026-11-24). `quickcode bench
-train` measures it. Serving the same: vLLM takes bf16 on every x86 CPU, and where it is emulated a cold
-1,000-token prompt took 385 ms in bf16 against 100 ms in fp32 (the embedded target, AVX2 emulated on this
-machine; 40 vs 55 ms where bf16 is native: docs/operators.md).
+With AVX512-BF16 or AMX-BF16 (x86) or BF16 (Arm) bf16 runs faster than fp32; without them PyTorch emulates
+bf16, and both training and serving run several times slower in it than in fp32 (`quickcode bench train`,
+`quickcode bench cold`). vLLM takes bf16 on every x86 CPU, hence the served dtype's `auto`
+(docs/decisions.md#dtype-auto; the training step: docs/decisions.md#bf16-train-step).
 """
 from __future__ import annotations
 

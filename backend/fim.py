@@ -34,33 +34,21 @@ def render_snippets(snippets: list[tuple[str, str]], language: str) -> str:
 def heal(prefix: str, space: bool = True, tok: Tokenizer | None = None,
          texts: TokenTexts | None = None, line_end: bool = True) -> tuple[str, str]:
     """Token healing: (prefix to prompt with, text the completion must start with, which is then removed
-    from it). A GPT-2-style byte-level pre-tokenizer keeps the space before a word with the word (`for i in
-    range` → `for`, ` i`, ` in`, ` range`; an indent `\n    return` → `\n   `, ` return`), so a prompt that
-    ends in that space shows the model a lone ` ` token where training never had one, and a small model then
-    writes nonsense after `return ` or `for i in `. The prompt leaves that one space out and the model writes
-    it, with the word. Spaces before it stay: their tokens are the training ones.
+    from it). Whatever is given back the model writes again, so the prompt ends where training tokens end
+    (why and figures: docs/decisions.md#heal-token and the heal-* entries beside it).
 
-    With `tok` (setting `heal_token`), a prefix that ends in anything else gives back its last pre-tokenizer
-    piece (the unit BPE merges within) the same way: `super().` ends in `().` where training had `().__`
-    `init` (the model, shown `().`, wrote `init(`), and `x = sel` in ` se` `l` where training had ` self`. The
-    engine then lets the model write only tokens that agree with that text until it is written
-    (backend/vllm_logits.py), so the model picks the best continuation of what was typed, the typed tokens
-    themselves included. Not healed: whitespace other than a line end, a piece longer than HEAL_MAX_CHARS,
-    and non-ASCII text (a byte-level token may hold part of a character: matched by text, never agreeing).
-
-    A prefix that ends in a line end (`line_end`; the cursor at column 0 of a line) gives back its trailing
-    whitespace: the pre-tokenizer keeps a new line's indentation with its newline (`:\n        for` →
-    `:`, `\n       `, ` for`), so in training a lone `\n` token came only before column-0 text, and a model
-    shown one inside a function writes a top-level line (`from typing import List`, `def …`) or nothing.
-    Given back, the model writes the newline with the indentation it wants (HumanEval single-line infilling,
-    whose prefixes end in a newline: 0 → 14 of 200 lines exact, the embedded target in PyTorch).
-
-    With `texts` (the vocabulary, as the service has it), only as much of the piece is given back as one
-    token can write (llama.cpp's "dynamic" token healing): its tokens from the last one back while the text
-    they make is the start of some token (` se` `l` → ` sel`, a start of ` self`; `control` `Char` `P` → `P`),
-    and nothing when no token is longer than that text (the model could only write the typed token again).
-    Each given-back token the model writes again as typed is a decode step whose text is never shown: in
-    `bench typing` 28 % of the generated tokens were those, most of them from whole identifiers given back."""
+    - A prefix ending in a space (`space`) leaves that space out: a byte-level pre-tokenizer keeps it with the
+      next word (` return`), so a lone ` ` token is something training never had.
+    - With `tok` (setting `heal_token`), a prefix ending in anything else gives back its last pre-tokenizer
+      piece (`super().` → `super` + `().`, `x = sel` → `x =` + ` sel`); the engine then lets the model write
+      only tokens that agree with that text (backend/vllm_logits.py). Not healed: whitespace other than a line
+      end, a piece longer than HEAL_MAX_CHARS, and non-ASCII text (a byte-level token may hold part of a
+      character).
+    - A prefix ending in a line end (`line_end`) gives back its trailing whitespace: the newline is written
+      with the indentation the model wants.
+    - With `texts` (the vocabulary), only as much is given back as one token can write (llama.cpp's "dynamic"
+      token healing): the piece's tokens from the last one back while their text is the start of some token
+      (` se` `l` → ` sel`; `control` `Char` `P` → `P`), nothing when no token is longer than that text."""
     if prefix.endswith(" "):
         return (prefix[:-1], " ") if space else (prefix, "")
     if tok is None or not prefix or prefix[-1] in "\t\r":

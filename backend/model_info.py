@@ -1,7 +1,6 @@
 """What a served model folder says about itself: the context it was trained on, its characters per token.
 
-A model reads positions past its training context badly (the embedded target, trained on 512-token windows,
-completed 2.8 % of held-out idiom lines exactly from 1,536-token prompts and 28 % from 480-token ones), so the
+A model reads positions past its training context badly (docs/decisions.md#trained-context), so the
 engine's `max_model_len` defaults to the trained context that `quickcode model train` records in the folder's
 `quickcode_train.json` (`trained_context_tokens`). A folder without it (a third-party model) falls back to its
 `config.json` `max_position_embeddings`, which is what vLLM uses by default.

@@ -1,13 +1,14 @@
 """Fast, exact tokenization of prompt text, cut at line boundaries to a token budget.
 
-Tokenizing a 2,048-token context costs ~5 ms of CPU on this machine, so text is tokenized in segments, one per
-line, cached by content: a prompt that grew by a keystroke re-encodes one line. A segment starts at a newline
+Tokenizing a whole context on every keystroke costs more CPU than the time to first token can spare
+(docs/decisions.md#segment-tokenizer), so text is tokenized in segments, one per line, cached by content: a
+prompt that grew by a keystroke re-encodes one line. A segment starts at a newline
 that follows a non-space character, where a GPT-2-style byte-level pre-tokenizer always starts a new piece
 (for tiktoken-style pre-tokenizers — Qwen2.5, DeepSeek — at the start of a line with content instead), so the
 segments' ids concatenate to exactly the ids of the whole text; this is verified for each tokenizer on load,
 and a tokenizer for which neither holds is used whole (the old way).
 
-Segments never seen are encoded by tiktoken's BPE over the same vocabulary and merges (`FastBPE`, ~2.5× faster
+Segments never seen are encoded by tiktoken's BPE over the same vocabulary and merges (`FastBPE`, faster
 than `Tokenizer.encode`) when the tokenizer is a byte-level BPE with one regex (GPT-2's, or one Split as
 Qwen2.5's) and gives identical ids on the verification texts; otherwise by the tokenizer itself. Text that
 spells a special token (`<fim_prefix>` written in a file) stays text on the fast path.
@@ -94,7 +95,7 @@ class FastBPE:
 
     tiktoken merges by rank and returns ranks. When the tokenizer's ids grow with its merges' order (what a
     BPE trainer writes: every merge's token after the tokens it joins), the ids themselves are the ranks, and
-    tiktoken's output needs no Python pass to map it back (~15% of a cold prompt's tokenization here)."""
+    tiktoken's output needs no Python pass to map it back (a share of a cold prompt's tokenization)."""
 
     def __init__(self, spec: dict, pattern: str = _GPT2_PATTERN, nfc: bool = False):
         import tiktoken

@@ -201,8 +201,7 @@ class CompletionService:
         try:
             healed = req.healed.pending if self.s.heal_token else ""   # the engine keeps to it (heal_mask.py)
             # writing the healed text again may take as many tokens as it took typed: they come on top (a
-            # merged token leaves them to the text after it: ending the request there instead lost accepted
-            # characters, 0.98x, and asked more requests; benchmarks/reports/typing-logits)
+            # merged token leaves them to the text after it; docs/decisions.md#heal-budget)
             max_tokens = 1 if msg.prefill_only else msg.max_tokens + (
                 len(self.engine.tokenizer.encode(healed, add_special_tokens=False).ids) if healed else 0)
             async for d in self.engine.generate(req.engine_id, req.prompt_ids, max_tokens,

@@ -42,13 +42,8 @@ class Settings(BaseSettings):
     model_int8: Path = MODELS / "target-int8"
     precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
     draft_model: Path = MODELS / "draft"
-    # The embedded default decodes plainly: on this CPU (vLLM, batch 1, one run, benchmarks/reports/draft.md)
-    # the draft at K=2 adds 7.1 ms [6.4, 8.7] to the first token (it prefills the prompt too) and is no faster
-    # over 32 tokens (1.02x [0.95, 1.09]). ngram K=2: 1.24x in the engine alone on long held-out prompts, but
-    # through the product (bench quality, 2026-11-27 23:30) identical answers came 2.0 ms [1.1, 2.9] later to
-    # the first chunk and no faster over 32 tokens. The client asks for a word (2 tokens), so the first token
-    # is what the user waits for. The GPU profile speculates with the draft at K=5
-    # (configs/gpu-13b-int8.toml), where the 13B target's step dominates.
+    # why: on a CPU speculation delays the first token, the one a word-sized request waits for; the GPU
+    # profile speculates (docs/decisions.md#spec-off)
     spec_method: Literal["draft", "ngram", "off"] = "off"
     num_speculative_tokens: int = 2   # K draft tokens per step when spec_method is draft or ngram
     served_model_name: str = "quickcode-embedded"
@@ -66,15 +61,15 @@ class Settings(BaseSettings):
     # and a prefix ending in anything else gives back what one token can write of its last piece (`super().` →
     # `super` + `().`, `controlCharP` → `controlChar` + `P`): the model
     # writes it again with tokens that agree with it (a vLLM logits processor keeps it to them; heal_mask.py).
-    # bench typing, 12 segments: accepted characters 1.13x [1.09, 1.19] without it (docs/model-team.md)
+    # why: the prompt then ends where training tokens end (docs/decisions.md#heal-token)
     heal_token: bool = True
     # with heal_token, a prefix ending in a line end (the cursor at column 0) gives back that newline: the
-    # model writes it with the indentation it wants (a lone newline token came only before column-0 code in
-    # training; HumanEval single-line exact 0 → 14 of 200)
+    # model writes it with the indentation it wants (why: a lone newline token came only before column-0 code
+    # in training; docs/decisions.md#heal-line-end)
     heal_line_end: bool = True
     # a copy model of the request's own tokens mixed into the target's next-token distribution (a vLLM logits
-    # processor; backend/copy_model.py): λ for matches of 1, 2, 3, … tokens, comma-separated ("" = off). With
-    # heal_token: accepted characters 1.18x [1.13, 1.24], idiom lines served 52 vs 49 of 148
+    # processor; backend/copy_model.py): λ for matches of 1, 2, 3, … tokens, comma-separated ("" = off)
+    # (docs/decisions.md#copy-model)
     copy_lambdas: str = "0.1,0.2,0.3,0.4"
     copy_max_n: int = Field(default=4, ge=1, le=16)   # the longest n-gram the copy model matches
     # `POST /v1/completions` without `best_of`: 1 = the greedy completion, streamed; 2..9 = the first line
@@ -84,7 +79,7 @@ class Settings(BaseSettings):
 
     # ── vLLM engine
     # auto: on a CPU bfloat16 where it is native (AVX512-BF16, AMX-BF16, Arm BF16), float32 where it would be
-    # emulated (an AVX2 laptop: cold 1,000-token prompt 385 vs 100 ms); on a GPU the model's own dtype
+    # emulated (several times slower there: docs/decisions.md#dtype-auto); on a GPU the model's own dtype
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     # None: the context the model was trained on (its quickcode_train.json `trained_context_tokens`), else its
     # max_position_embeddings — positions past the trained context make a small model's completions useless

@@ -235,9 +235,8 @@ class VllmEngine:
                                 stop_token_ids=list(self.template.stop_ids) if self.template else None,
                                 output_kind=RequestOutputKind.DELTA, skip_special_tokens=True,
                                 extra_args=self._extra_args(healed))
-        # Rendered here (cheap for ids: ~0.05 ms at 1,500 tokens) so that AsyncLLM takes its synchronous input
-        # path; an unrendered prompt goes through the renderer's thread pool, a hop that cost 0.6–1.3 ms p50
-        # on this 2-core machine (`quickcode bench overhead`, "AsyncLLM input processing").
+        # Rendered here (cheap for ids) so that AsyncLLM takes its synchronous input path; an unrendered
+        # prompt goes through the renderer's thread pool, a costlier hop (docs/decisions.md#render-ids).
         async for out in self.llm.generate(self._render(prompt_ids, cache_salt), params, request_id,
                                            priority=priority):
             c = out.outputs[0]

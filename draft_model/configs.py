@@ -82,8 +82,8 @@ PROFILES = {p.name: p for p in [
 
 
 # the step `quickcode model train` takes on a CPU with native bf16 (backend/cpu_features.py): the fast
-# path in bf16 autocast, ~2x the original step's tokens/s there (benchmarks/reports/train.md); without native
-# bf16 the original fp32 step stays (bf16 is emulated there: 18x slower)
+# path in bf16 autocast; without native bf16 the original fp32 step stays (bf16 is emulated there, far slower;
+# docs/decisions.md#bf16-train-step)
 NATIVE_BF16_STEP = {"impl": "fast", "fused_adamw": True, "compile": True, "bf16": True}
 
 

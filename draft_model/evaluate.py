@@ -484,7 +484,7 @@ class EvalConfig:
     seq_len: int = 512
     idioms_per_kind: int = 4
     seed: int = 0
-    threads: int = 1   # torch threads; one is ~30x faster than two on this 2-core box beside a training run
+    threads: int = 1   # torch threads: one, beside a training run on 2 cores (docs/decisions.md#one-thread)
 
 
 def evaluate_pair(target_dir: Path, draft_dir: Path | None, data_dir: Path | None, cfg: EvalConfig = EvalConfig(),

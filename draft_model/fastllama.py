@@ -44,10 +44,8 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_g
                      ) -> torch.Tensor:
     """Causal attention, the way that measured fastest here for the mode and the length: compiled (the training
     step's body) at 256–512 tokens, plain matmuls in two query blocks (`_blocked_causal`); otherwise the fused
-    CPU flash kernel (`_flash_causal`). The compiled bf16 training step at 8 × 512 (cpu-target, 2 threads, each
-    arm in its own process, two rounds, 2026-11-29): 336 / 332 ms blocked against 411 / 425 ms flash; eager the
-    blocks are slower (47 ms per layer forward + backward against 24), and past 512 tokens their (T × T) scores
-    grow (4 × 1,024: 45–53 ms against flash 37)."""
+    CPU flash kernel (`_flash_causal`). Eager the blocks are slower, and past 512 tokens their (T × T) scores
+    grow (docs/decisions.md#attention-blocks)."""
     t = q.shape[-2]
     if torch.compiler.is_compiling() and 256 <= t <= 512 and not enable_gqa:
         return _blocked_causal(q, k, v, blocks=2)
@@ -73,11 +71,8 @@ def _flash_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, enable_gqa:
     """Causal SDPA; from 256 to 512 tokens in two query halves, the first half against the first half of the
     keys only. The CPU flash kernel takes the keys in blocks of up to 512 and skips a block only when it is
     wholly above the diagonal, so one causal call at ≤ 512 tokens computes (and masks) the whole T × T; the
-    halves skip the upper-right quarter: 51 → 39 ms per layer forward + backward at 8 × 512 in bf16 on 2
-    threads, and the compiled bf16 training step 731 → 650 ms (two runs each, separate processes,
-    2026-11-27). Past 512 tokens the kernel's own skipping does it better than the halves' masked second call
-    (per layer, 4 heads of 64, bf16, 2 threads, 2026-11-28: 4 × 1,024 one call 68 ms vs halves 78; 4 × 768 39
-    vs 47; 2 × 2,048 100 vs 116; 8 × 512 52 vs 45 — the halves still win there)."""
+    halves skip the upper-right quarter. Past 512 tokens the kernel's own skipping does it better than the
+    halves' masked second call (docs/decisions.md#attention-halves)."""
     t = q.shape[-2]
     if t < 256 or t > 512 or t % 2:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=enable_gqa)
@@ -229,8 +224,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
 def _chunk_loss_grad(logits: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One chunk's summed cross-entropy (fp32) and its gradient wrt the logits, softmax - onehot, in the
     logits' dtype (the loss's elementwise part). Written as max, exp, sum and one select, not
-    `log_softmax(...).exp()` and an indexed subtract: inductor makes it two passes over the logits, 2.6 ms per
-    1,024 × 8,192 bf16 chunk against 11.8 for the log-softmax form (2 threads, 2026-11-29)."""
+    `log_softmax(...).exp()` and an indexed subtract: inductor makes it two passes over the logits, several
+    times faster than the log-softmax form (docs/decisions.md#chunk-loss-grad)."""
     lf = logits.float()
     top = lf.amax(dim=-1, keepdim=True)
     e = torch.exp(lf - top)

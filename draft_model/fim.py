@@ -158,11 +158,9 @@ def cursor_cut(text: str, rng: random.Random, spm_rate: float, eof_rate: float =
 
 DEFAULT_NAMES = {"prefix_token": FIM_PREFIX, "suffix_token": FIM_SUFFIX, "middle_token": FIM_MIDDLE,
                  "eot_token": EOT, "file_sep_token": FILE_SEP}
-# In SPM, the middle token between the prefix and the middle (true: every model before 2026-11-27 evening;
-# a template without the key) or none, the middle continuing the prefix (false). Held-out, the committed target
-# asked in its own SPM form got 2/45 idiom lines exact, the same weights asked with the prompt ending in the
-# prefix (the middle token forbidden) 18/45, from the plain prefix 19/45: the token between prefix and middle
-# costs the first token most (its loss 4.9 vs 4.1 nats), where exactness is decided.
+# In SPM, the middle token between the prefix and the middle (true: the older models; a template without the
+# key) or none, the middle continuing the prefix (false): the token between prefix and middle costs the first
+# token most, where exactness is decided (docs/decisions.md#spm-middle-token).
 SPM_MIDDLE = "spm_middle_token"
 
 

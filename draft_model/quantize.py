@@ -152,7 +152,7 @@ def _worker(a: argparse.Namespace) -> None:
     from llmcompressor.modifiers.transform.smoothquant import SmoothQuantModifier
     from transformers import AutoModelForCausalLM
 
-    torch.set_num_threads(1)  # two threads beside another busy process were ~30x slower here
+    torch.set_num_threads(1)  # two threads beside another busy process: far slower (docs/decisions.md#one-thread)
     torch.manual_seed(a.seed)
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(a.src, dtype=torch.bfloat16)

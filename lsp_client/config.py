@@ -24,27 +24,23 @@ class ClientConfig:
     multiline_max_lines: int = 8
     # what one suggestion shows: "word" (its next word, the following one asked for as it is taken, or served
     # from the same request's look-ahead when there is one; one line at a time), "line" (the rest of the line,
-    # or the next line at a line start) or "block" (the whole line or block). A developer takes a suggestion whole; most text shown whole was right for a word or two, then wrong
-    # (bench typing)
+    # or the next line at a line start) or "block" (the whole line or block). A developer takes a suggestion
+    # whole; most text shown whole was right for a word or two, then wrong (docs/decisions.md#suggestion-unit)
     suggestion_unit: str = "word"
     # by the word unit, a request generates at most this many tokens (0: max_tokens): the next word, the word
-    # after it asked for where it starts, on the text as typed. bench typing, 6 segments (Tab-only / word
-    # developer): 4 → 450 accepted characters vs 290 with the rest of each line generated (0); 2 → 1.06x [1.01,
-    # 1.12] / 1.01x [1.00, 1.02] the accepted characters of 4, decoded tokens -41 %, never shown 55 -> 32 %,
-    # backend requests +14 % (benchmarks/reports/typing-words-stop/)
+    # after it asked for where it starts, on the text as typed (why: docs/decisions.md#word-max-tokens)
     word_max_tokens: int = 2
     # by the word unit, the server ends a request once this many words are written (0: only word_max_tokens
-    # bounds it): the tokens past them are look-ahead, shown only if the developer types on. With 4 tokens:
-    # accepted characters 1.01x [1.00, 1.02] / 1.00x [1.00, 1.01] of 0, decoded tokens -11 %
+    # bounds it): the tokens past them are look-ahead, shown only if the developer types on
+    # (docs/decisions.md#word-max-words)
     word_max_words: int = 1
     # an inline completion the user invoked (the editor's "trigger suggestion" key) asks for the best of this
     # many lines (the backend's best_of: the greedy line and samples, scored by the code around them), shown
-    # whole whatever the suggestion unit. HumanEval single-line exact 12.5 vs 7.0 % at 5 (quality.md); invoked
-    # at 150 places of held-out files (benchmarks/reports/invoke.md): exact lines 7.3 vs 3.3 % (a word), but a
-    # Tab-only developer takes 0.40x the characters a word gives, word by word 1.69x; p50 176 vs 21 ms. 0/1: off
+    # whole whatever the suggestion unit. 0/1: off (why: more exact lines, fewer characters taken, slower;
+    # docs/decisions.md#explicit-best-of)
     explicit_best_of: int = 0
     hot_streak_lines: int = 0           # lines generated beyond what is shown, for the next positions (each
-                                        # costs tokens: at 3, most of them were never shown — bench typing)
+                                        # costs tokens, most never shown: docs/decisions.md#hot-streak-off)
     deadline_ms: float = 1500.0         # past this the editor gets an empty answer (never an error)
     block_patience_ms: float = 150.0    # a multi-line suggestion shows its complete lines after this (0: whole block)
     line_patience_ms: float = 150.0     # a line still being written shows its complete words after this (0: whole line)
@@ -55,15 +51,16 @@ class ClientConfig:
     adaptive_debounce: bool = True      # adjust by typing rhythm and measured backend latency
     learn_pauses: bool = True           # ...and by how long this user pauses at this kind of place (debounce.py)
     pause_min_chance: float = 0.9       # ask where the pause outlasts the time to show text this often
-    pause_wait_cap_ms: float = 200.0    # ...but never wait longer than this after a key (debounce.py)
+    pause_wait_cap_ms: float = 200.0    # ...but never wait longer than this after a key
+                                        # (docs/decisions.md#pause-wait-cap)
     pause_read_ms: float = 0.0          # ...text counts as in time only if shown this long before the next key
-                                        # (100: ~80 % fewer requests than naive, 0.79x the accepted characters:
-                                        # benchmarks/reports/typing-cost2/)
+                                        # (fewer requests, less accepted: docs/decisions.md#pause-read-off)
     # context
     prefix_max_chars: int = 3000        # ~800 tokens
     suffix_max_chars: int = 800
     window_quantum_lines: int = 16      # windows move in steps of this many lines (stable prompts)
-    window_warm_chars: int = 400        # this close to a window move, its next window is prefilled (0: never)
+    window_warm_chars: int = 400        # this close to a window move, its next window is prefilled (0: never;
+                                        # docs/decisions.md#window-warm)
     snippets: bool = True
     snippet_max: int = 2
     snippet_lines: int = 16
@@ -76,16 +73,14 @@ class ClientConfig:
     max_inflight_per_doc: int = 2
     prefetch: bool = True
     warmup: bool = True                 # prefill-only request on open, first edit, cursor jump, window move
-    predictor: bool = False             # skip places unlikely to be accepted (off: its skips lost accepted text)
+    predictor: bool = False             # skip places unlikely to be accepted (off: docs/decisions.md#predictor-off)
     # no request is launched with the cursor 1..N characters into a word (0: off; the cache and running
     # requests still answer there): the prompt ends inside a token and the model completes the lone letter as
-    # a whole name (`if s` → `if s:`) — bench typing, 6 segments: 135 of 959 requests, 2 of 451 chars accepted
+    # a whole name (`if s` → `if s:`; docs/decisions.md#skip-word-chars)
     skip_word_chars: int = 1
     # mid-word, once this many characters of the word are typed, the rest of it from the document's own
-    # identifiers, shown at once without asking the backend (0: off; docwords.py); none there: asked as before.
-    # With skip_word_chars 1, bench typing (6 segments, same series, benchmarks/reports/typing-cost2/): accepted
-    # characters 627 vs 450 (Tab-only developer, 1.39x [1.23, 1.59]) and 669 vs 512 (also word by word, 1.31x
-    # [1.19, 1.43]); backend requests 677 vs 979 and 679 vs 969
+    # identifiers, shown at once without asking the backend (0: off; docwords.py); none there: asked as before
+    # (docs/decisions.md#doc-words)
     doc_words_min_chars: int = 1
     predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1

@@ -15,12 +15,11 @@ when that chance is at least `fallback_chance` (else the longest past gap: this 
 people stop to read (line starts, after an opener) that is no wait at all; mid-word it is a little more than
 the user's slowest ordinary keystroke. With `read_ms`, text counts as in time only if it is on screen that long
 before the next key (time to read it): at places where keys follow each other fast (a string literal's quotes
-and operators: the text in time at wait 0 for 92 % of its gaps, 0 characters accepted of ~86 requests, bench
-typing) no wait is then likely enough and it waits the cap. No learnt wait exceeds `wait_cap_ms` (200 ms): a
-place that is "no pause" still asks once the gap outlasts it — at such a place that gap is the user stopping, and the longest past gap
-(the wait before) asked too late or never: the typing benchmark found ours answering nothing in pauses where a
-simple client with a fixed 75 ms debounce showed text that was accepted. What is learnt (`save`/`load`) is kept across editor sessions in
-the client's state_dir. Time is passed in by the caller (virtual in tests).
+and operators, where text shown at once was in time but never accepted) no wait is then likely enough and it
+waits the cap. No learnt wait exceeds `wait_cap_ms`: a place that is "no pause" still asks once the gap
+outlasts it — at such a place that gap is the user stopping, and waiting for the longest past gap asked too
+late or never (docs/decisions.md#pause-wait-cap). What is learnt (`save`/`load`) is kept across editor
+sessions in the client's state_dir. Time is passed in by the caller (virtual in tests).
 """
 from __future__ import annotations
 

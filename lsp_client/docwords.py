@@ -1,12 +1,10 @@
 """The rest of the word being typed, from the document's own identifiers — no backend request.
 
-Mid-word, the model is asked on a prompt that ends inside a token and rarely finishes the word (bench typing,
-6 segments: 464 of 959 requests were mid-word, 0.6 accepted characters each; one letter in, 2 characters
-from 135 requests), while the identifier is usually one the document already has (`self.w` → `idth`):
-offline on the same sessions, the most frequent identifier of the prompt window that extends the typed
-letters was what came next at 78 % of the positions two letters into a word where there was one. So there
-the language server shows that rest at once and asks nothing; where the document has no such identifier, the
-backend is asked as before (bench typing with it: benchmarks/reports/typing-cost2/).
+Mid-word, the model is asked on a prompt that ends inside a token and rarely finishes the word, while the
+identifier is usually one the document already has (`self.w` → `idth`): the most frequent identifier of the
+prompt window that extends the typed letters is most often what comes next (docs/decisions.md#doc-words).
+So there the language server shows that rest at once and asks nothing; where the document has no such
+identifier, the backend is asked as before.
 
 Pure: the caller passes the text around the cursor (the request's context window; at most `SCAN_BEFORE_CHARS`
 before the word and `SCAN_AFTER_CHARS` after the cursor are read).

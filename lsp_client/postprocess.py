@@ -5,16 +5,15 @@ level it started from) at the start of a line or after a block opener. The part 
 after the cursor is trimmed, a closing bracket the suffix already supplies is not repeated, and empty,
 whitespace-only or repetitive text is dropped, and so is text that would make the cursor's line a copy of the
 line above or the line below it (as Continue drops a first line that rewrites the line above): a small model
-writes a neighbouring line again — on HumanEval single-line infilling 11 of the served target's 200 first lines
-were the line above, indentation and all, and 2 the line below — and in code that is almost never what comes
-next (1 of 4,804 lines of the typing benchmark's files repeats the line before it). `cut` also says when the
+often writes a neighbouring line again, and in code that is almost never what comes next
+(docs/decisions.md#neighbour-copy). `cut` also says when the
 shown text is final, so the stream can be stopped early (the rest of the generation is cancelled on the
 backend).
 
 `showable` is what to show of it, by the client's suggestion unit: the whole line or block, or its next word
 (`first_word`, protocol/words.py: the words after it come one by one as each is accepted) — a
 developer takes a suggestion whole, and with a small model the first word is right far more often than the
-line (bench typing: most text shown whole was right for a word or two and then wrong).
+line (docs/decisions.md#suggestion-unit).
 """
 from __future__ import annotations
 

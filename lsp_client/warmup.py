@@ -55,7 +55,7 @@ class Warmups:
         """Within `window_warm_chars` of the prefix window's next move (its start steps down by
         `window_quantum_lines` once the prefix outgrows `prefix_max_chars`), prefill the window it will move
         to, once: the first prompt after the move then finds its head in the engine's prefix cache instead of
-        prefilling all of it while the user waits (~400 ms on the embedded default). Asked when one of the
+        prefilling all of it while the user waits (docs/decisions.md#window-warm). Asked when one of the
         user's requests ends: a prefetch sent beside it would wait for spare capacity and be superseded by the
         next keystroke's request before it ran."""
         doc = self.docs.get(uri)
