@@ -2,7 +2,8 @@
 
   python -m benchmarks.typing_arms BASE_ROWS ARM_ROWS... [--sessions N] [--default ROWS]
 
-BASE_ROWS: a run with the arms ours (the defaults), naive and honest (e.g. typing-final/rows.jsonl.gz); each
+BASE_ROWS: a run with the arms ours (the defaults), naive and honest (e.g. the rows of the current typing report:
+`git show 4d25a71:benchmarks/reports/typing-1129-final/rows.jsonl.gz > base.jsonl.gz`); each
 ARM_ROWS: an ours-only run (`--arms ours --ours-settings …`) on the same segments, seed and size. Per arm and
 developer kind: accepted characters, ratio to naive, honest and the base run's ours (90 % intervals,
 resampling segments paired across the runs, as the report does; `--default`: ours' defaults from another
