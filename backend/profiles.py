@@ -21,7 +21,8 @@ def profile_settings(name: str) -> dict[str, object]:
         built = built_models_dir()
         return {"model": built / "smollm2-fim", "model_int8": built / "smollm2-fim-int8", "precision": "int8",
                 "fim_policy": "always", "max_model_len": 2048,
-                # compiled: a minute more at start, every prompt prefilled faster (docs/decisions.md)
+                # compiled: a minute more at start, every prompt prefilled faster
+                # (docs/decisions.md#cpu-profile-compiled)
                 "enforce_eager": False}
     if name == "light":
         models = models_dir()
