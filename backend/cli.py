@@ -14,14 +14,19 @@ def register(sub: argparse._SubParsersAction, only: str | None = None) -> None:
 
 
 def _register_serve(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve", help="run the backend (FastAPI + vLLM) on the embedded default or a config")
-    p.add_argument("--host", default=None)
-    p.add_argument("--port", type=int, default=None)
+    from backend.settings_doc import help_text
+
+    p = sub.add_parser("serve", help="run the backend (FastAPI + vLLM) on the embedded default or a config",
+                       epilog=help_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default=None, help="the setting host")
+    p.add_argument("--port", type=int, default=None, help="the setting port")
     p.add_argument("--config", default=None,
                    help="a TOML file of settings (backend/settings.py), or a shipped config's name "
                         "(gpu-13b-int8)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any setting, e.g. --set spec_method=off --set scheduler=fifo")
+    p.add_argument("--settings-markdown", action="store_true",
+                   help="print the settings reference as markdown (docs/settings.md) and exit")
     p.set_defaults(func=_serve)
 
 
@@ -90,6 +95,11 @@ def _setting_error(err: dict) -> str:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    if args.settings_markdown:
+        from backend.settings_doc import markdown
+
+        print(markdown(), end="")
+        return 0
     from backend.serve import run
 
     run(settings_from_args(args))

@@ -24,126 +24,177 @@ MODELS = models_dir()   # the checkout's models/, or the installed wheel's copy
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="QUICKCODE_", extra="forbid")
+    # every field's docstring is its description: `quickcode serve --help` and docs/settings.md show it
+    # (backend/settings_doc.py): one line of why, and a pointer to its entry of docs/decisions.md
+    model_config = SettingsConfigDict(env_prefix="QUICKCODE_", extra="forbid", use_attribute_docstrings=True)
 
     # ── network
     host: str = "127.0.0.1"
+    """The address to listen on; beyond loopback the server needs API tokens or `allow_open`."""
     port: int = 8765
-    ssl_certfile: Path | None = None          # TLS: give both files (uvicorn serves wss:// and https://)
+    """The TCP port of HTTP and the WebSocket (/v1/ws)."""
+    ssl_certfile: Path | None = None
+    """TLS certificate (PEM); with `ssl_keyfile` uvicorn serves wss:// and https://."""
     ssl_keyfile: Path | None = None
+    """The TLS private key (PEM) of `ssl_certfile`."""
     replica_id: str = Field(default_factory=lambda: os.environ.get("HOSTNAME", "") or f"pid{os.getpid()}")
+    """This replica's name in /readyz and the welcome frame (unset: $HOSTNAME, else pid<N>)."""
 
     # ── models
-    # which embedded profile fills in the model settings left unset (backend/profiles.py): auto = the
-    # default where this machine runs it within the typing budget, else light. Naming a `model` or
-    # `model_int8` serves that model with these fields' own defaults (no profile)
     profile: Literal["auto", "default", "light"] = "auto"
+    """The embedded profile that fills in the model settings left unset (backend/profiles.py); auto: default
+    where this machine runs it within the typing budget, else light (docs/decisions.md#profile-auto); naming a
+    model or model_int8: none."""
     model: Path = MODELS / "target"
+    """The bf16 target model folder, served when `precision` is bf16."""
     model_int8: Path = MODELS / "target-int8"
-    precision: Literal["bf16", "int8"] = "bf16"   # int8 serves `model_int8` (W8A8 compressed-tensors)
+    """The INT8 target folder (W8A8 compressed-tensors), served when `precision` is int8."""
+    precision: Literal["bf16", "int8"] = "bf16"
+    """Which target is served: bf16 serves `model`, int8 serves `model_int8`."""
     draft_model: Path = MODELS / "draft"
-    # why: on a CPU speculation delays the first token, the one a word-sized request waits for; the GPU
-    # profile speculates (docs/decisions.md#spec-off)
+    """The draft model folder, for spec_method = draft (same vocabulary as the target; checked)."""
     spec_method: Literal["draft", "ngram", "off"] = "off"
-    num_speculative_tokens: int = 2   # K draft tokens per step when spec_method is draft or ngram
+    """Speculative decoding: a draft model, prompt n-grams, or off (on a CPU speculation delays the first
+    token, the one a word-sized request waits for; the GPU profile speculates: docs/decisions.md#spec-off)."""
+    num_speculative_tokens: int = 2
+    """K: tokens proposed per step when spec_method is draft or ngram."""
     served_model_name: str = "quickcode-embedded"
-    fim_order: Literal["psm", "spm", "auto"] = "auto"   # auto: the template's (quickcode_fim.json or preset)
-    # auto: the model folder's quickcode_fim.json, else the preset detected from the tokenizer's special
-    # tokens; or a preset by name (backend/fim_templates.py PRESETS; the table in docs/operators.md)
+    """The model name clients are told (welcome frame, the OpenAI `model`)."""
+    fim_order: Literal["psm", "spm", "auto"] = "auto"
+    """Prefix-suffix-middle or suffix-prefix-middle; auto: the template's (quickcode_fim.json or preset)."""
     fim_template: Literal["auto", "codegemma", "qwen2.5-coder", "deepseek-coder", "codellama", "codestral",
                           "starcoder2", "starcoder"] = "auto"
-    # mid_line: fill-in-the-middle only when text follows the cursor on its line, else the plain prefix (the
-    # embedded tiny target infills badly: backend/fim.py `uses_fim`); always: every prompt is FIM (real
-    # models); never: the plain prefix only (a model with no FIM tokens, e.g. one imported from a registry
-    # wheel; its quickcode_fim.json `prefix_only` makes it so whatever this says)
+    """The FIM template: auto is the model folder's quickcode_fim.json, else the preset its special tokens
+    match (backend/fim_templates.py; the table in docs/operators.md)."""
     fim_policy: Literal["always", "mid_line", "never"] = "mid_line"
-    heal_space: bool = True               # a prefix ending in a space: the model writes it (fim.py `heal`)
-    # and a prefix ending in anything else gives back what one token can write of its last piece (`super().` →
-    # `super` + `().`, `controlCharP` → `controlChar` + `P`): the model
-    # writes it again with tokens that agree with it (a vLLM logits processor keeps it to them; heal_mask.py).
-    # why: the prompt then ends where training tokens end (docs/decisions.md#heal-token)
+    """always: every prompt is FIM (real models); mid_line: FIM only when text follows the cursor on its line
+    (the embedded tiny target infills badly); never: the plain prefix (a model with no FIM tokens)."""
+    heal_space: bool = True
+    """A prefix ending in a space gives it back: the model writes it with the next word (fim.py `heal`)."""
     heal_token: bool = True
-    # with heal_token, a prefix ending in a line end (the cursor at column 0) gives back that newline: the
-    # model writes it with the indentation it wants (why: a lone newline token came only before column-0 code
-    # in training; docs/decisions.md#heal-line-end)
+    """A prefix gives back what one token can write of its last piece, and the model writes it again with
+    tokens that agree with it (heal_mask.py): the prompt then ends where training tokens end
+    (docs/decisions.md#heal-token)."""
     heal_line_end: bool = True
-    # a copy model of the request's own tokens mixed into the target's next-token distribution (a vLLM logits
-    # processor; backend/copy_model.py): λ for matches of 1, 2, 3, … tokens, comma-separated ("" = off)
-    # (docs/decisions.md#copy-model)
+    """With heal_token, a prefix ending in a line end gives back that newline: the model writes it with the
+    indentation it wants (a lone newline token came only before column-0 code in training;
+    docs/decisions.md#heal-line-end)."""
     copy_lambdas: str = "0.1,0.2,0.3,0.4"
-    copy_max_n: int = Field(default=4, ge=1, le=16)   # the longest n-gram the copy model matches
-    # `POST /v1/completions` without `best_of`: 1 = the greedy completion, streamed; 2..9 = the first line
-    # only, the best of the greedy line and best_of - 1 sampled ones by the likelihood of the code around
-    # them (backend/rerank.py), whole
+    """A copy model of the request's own tokens mixed into the target's next-token distribution: λ for matches
+    of 1, 2, 3, … tokens, comma-separated; "" is off (backend/copy_model.py; docs/decisions.md#copy-model)."""
+    copy_max_n: int = Field(default=4, ge=1, le=16)
+    """The longest n-gram the copy model matches."""
     completions_best_of: int = Field(default=1, ge=1, le=9)
+    """POST /v1/completions without `best_of`: 1 is the greedy completion, streamed; 2..9 the first line only,
+    the best of that many by the likelihood of the code around them (backend/rerank.py), sent whole."""
 
     # ── vLLM engine
-    # auto: on a CPU bfloat16 where it is native (AVX512-BF16, AMX-BF16, Arm BF16), float32 where it would be
-    # emulated (several times slower there: docs/decisions.md#dtype-auto); on a GPU the model's own dtype
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    # None: the context the model was trained on (its quickcode_train.json `trained_context_tokens`), else its
-    # max_position_embeddings — positions past the trained context make a small model's completions useless
+    """auto: on a CPU bfloat16 where it is native (AVX512-BF16, AMX-BF16, Arm BF16), float32 where it would be
+    emulated (several times slower there: docs/decisions.md#dtype-auto); on a GPU the model's own dtype."""
     max_model_len: int | None = None
-    block_size: int = 32                  # CPU attention needs a multiple of 32; small so growing prompts hit
+    """Context tokens; unset: the context the model was trained on (quickcode_train.json), else its
+    max_position_embeddings (positions past the trained context make a small model's completions useless)."""
+    block_size: int = 32
+    """KV-cache block tokens: CPU attention needs a multiple of 32; small so that growing prompts hit."""
     enable_prefix_caching: bool = True
-    # who may hit whose prefix-cache blocks (backend/tenancy.py): user | team (the token record's team) |
-    # shared (everyone: a hit tells a user that someone sent the same text) | auto (user; shared on an open
-    # loopback server)
+    """Reuse the KV cache of prompt prefixes seen before (within a tenant: `cache_isolation`)."""
     cache_isolation: Literal["auto", "user", "team", "shared"] = "auto"
-    kv_cache_gib: float = 1.0             # VLLM_CPU_KVCACHE_SPACE on CPU
+    """Who may hit whose prefix-cache blocks: user, team (the token record's team), shared (a hit tells a user
+    that someone sent the same text), or auto: user, shared on an open loopback server
+    (backend/tenancy.py)."""
+    kv_cache_gib: float = 1.0
+    """The KV cache on a CPU (VLLM_CPU_KVCACHE_SPACE)."""
     gpu_memory_utilization: float = 0.90
-    enforce_eager: bool = True            # CPU: faster start, no compile-cache trouble
-    tensor_parallel_size: int = 1         # GPUs one model copy is split over, in a node (docs/operators.md)
-    pipeline_parallel_size: int = 1       # layer stages, usually one per node (multi-node: with Ray)
-    data_parallel_size: int = 1           # model copies inside this one engine (vLLM balances between them)
-    distributed_executor_backend: Literal["mp", "ray"] | None = None   # None: vLLM picks (mp on one node)
+    """The share of GPU memory vLLM may take (weights and KV cache)."""
+    enforce_eager: bool = True
+    """No CUDA graphs or compilation: a faster start and no compile-cache trouble (the CPU default)."""
+    tensor_parallel_size: int = 1
+    """GPUs one model copy is split over, in a node (docs/operators.md)."""
+    pipeline_parallel_size: int = 1
+    """Layer stages, usually one per node (multi-node: with Ray)."""
+    data_parallel_size: int = 1
+    """Model copies inside this one engine (vLLM balances between them)."""
+    distributed_executor_backend: Literal["mp", "ray"] | None = None
+    """How vLLM runs its workers; unset: vLLM picks (mp on one node)."""
     max_num_seqs: int = 32
-    preload_iomp: bool = True             # LD_PRELOAD Intel OpenMP for the engine (vLLM: spec decode on CPU)
+    """Sequences the engine runs at once."""
+    preload_iomp: bool = True
+    """LD_PRELOAD Intel OpenMP for the engine (vLLM's speculative decoding on a CPU needs it)."""
     engine_log_stats: bool = True
+    """vLLM's step statistics: the speculation and prefix-cache metrics come from them."""
 
     # ── scheduler (backend/scheduler.py)
     scheduler: Literal["latency", "fifo"] = "latency"
-    max_running: int = 4                  # requests in the engine at once
+    """latency: newest first per user, supersede, prefetch on spare capacity, shedding; fifo: a baseline."""
+    max_running: int = 4
+    """Requests in the engine at once; the others wait in the admission queue."""
     per_user_inflight: int = 2
-    ttft_budget_ms: float = 200.0         # shed when the predicted wait would break it
-    prefetch_max_running_share: float = 0.5  # prefetches only start below this share of max_running
+    """Requests of one user in the engine at once (fairness between users)."""
+    ttft_budget_ms: float = 200.0
+    """The first-token budget: a request whose predicted wait would break it is shed."""
+    prefetch_max_running_share: float = 0.5
+    """Prefetches only start while fewer than this share of max_running run."""
     shed_enabled: bool = True
-    debug_endpoints: bool = False         # POST /debug/scheduler (benchmarks: fifo/latency on one engine)
-    admin_token_sha256: str = ""          # the one token /debug/* takes (`quickcode token admin`), and needs
+    """Shed requests that cannot meet ttft_budget_ms (finish reason `shed`) rather than serve them late."""
+    debug_endpoints: bool = False
+    """Serve POST /debug/scheduler (benchmarks switch fifo/latency on one engine); needs
+    admin_token_sha256."""
+    admin_token_sha256: str = ""
+    """The SHA-256 of the one token /debug/* takes (`quickcode token admin`), and needs."""
 
     # ── limits (typed errors beyond these)
     max_frame_bytes: int = 1 << 20
-    max_body_bytes: int = 1 << 20         # HTTP request bodies: 413 before parsing (backend/http_gate.py)
+    """The largest WebSocket frame a client may send."""
+    max_body_bytes: int = 1 << 20
+    """The largest HTTP request body: 413 before parsing (backend/http_gate.py)."""
     max_prompt_chars: int = 64_000
-    max_prompt_tokens: int = 1536         # the prompt is cut (prefix head, suffix tail) to fit
-    # ... and to max_model_len less this many tokens kept for the completion (backend/model_info.py)
+    """The largest prefix + suffix + snippets of one request."""
+    max_prompt_tokens: int = 1536
+    """Prompt tokens per request: a longer prompt is cut (prefix head, suffix tail) to fit."""
     reserve_output_tokens: int = 64
+    """Tokens kept for the completion: the prompt is also cut to max_model_len less this many
+    (backend/model_info.py)."""
     max_tokens_limit: int = 256
-    max_requests_per_session: int = 64    # queued + running per connection
-    rate_limit_per_s: float = 50.0        # per user, token bucket
+    """The largest `max_tokens` a request may ask for."""
+    max_requests_per_session: int = 64
+    """Requests queued and running per connection."""
+    rate_limit_per_s: float = 50.0
+    """Requests per second per user (a token bucket)."""
     rate_limit_burst: int = 100
-    telemetry_rate_per_s: float = 20.0    # per user; telemetry frames over it are dropped (counted)
+    """Requests a user may send at once beyond that rate (the bucket's size)."""
+    telemetry_rate_per_s: float = 20.0
+    """Telemetry frames per second per user; frames over it are dropped (counted)."""
     telemetry_burst: int = 100
+    """Telemetry frames a user may send at once beyond that rate."""
     max_sessions: int = 20_000
-    max_sessions_per_user: int = 16       # one token cannot take every session slot (a user's editors, tools)
-    hello_timeout_s: float = 10.0         # from the connection, however many frames come before hello
+    """Open WebSocket sessions of the whole server."""
+    max_sessions_per_user: int = 16
+    """Sessions one token may hold (a user's editors and tools): one user cannot take every session slot."""
+    hello_timeout_s: float = 10.0
+    """From the connection to the hello frame, however many frames come before it."""
 
     # ── auth
-    auth_tokens_file: Path | None = None  # hashed tokens from `quickcode token issue`; None = open (loopback)
-    auth_tokens: str = ""                 # or hashed entries inline "user:sha256hex[:team],user2:..." (env)
-    # Prometheus with auth on: a scrape-only token (its sha256; it opens /metrics and nothing else) ...
+    auth_tokens_file: Path | None = None
+    """Hashed tokens from `quickcode token issue`, read at start; unset (and no auth_tokens): an open server,
+    for loopback."""
+    auth_tokens: str = ""
+    """Hashed entries inline, besides the file: "user:sha256hex[:team],user2:..." (e.g. from a Secret)."""
     metrics_token_sha256: str = ""
-    # ... and/or /metrics on a separate listener without auth, "host:port" (a port only Prometheus reaches)
+    """Prometheus with auth on: the SHA-256 of a scrape-only token (it opens /metrics and nothing else)."""
     metrics_bind: str = ""
-    # an open server (no tokens) may listen beyond loopback only if this is true (logged loudly at start)
+    """/metrics on a separate listener without auth, "host:port" (a port only Prometheus reaches)."""
     allow_open: bool = False
-    # browser origins allowed to call the server (WebSocket and HTTP). Editors and CLI tools send no Origin; a
-    # web page does, and every page the developer opens can reach ws://127.0.0.1 — refused unless listed here
+    """An open server (no tokens) may listen beyond loopback only if this is true (logged loudly at start)."""
     allowed_origins: list[str] = []
+    """Browser origins allowed to call the server: editors and CLIs send no Origin, a web page does (and every
+    page the developer opens can reach ws://127.0.0.1), refused unless listed here."""
 
     # ── lifecycle
     shutdown_drain_s: float = 5.0
+    """At SIGTERM, how long running requests may finish before every session is closed."""
     log_level: str = "info"
+    """The Python logging level of the server: debug, info, warning, error."""
 
     _profile_served: str = PrivateAttr("")
     _profile_why: str = PrivateAttr("")
