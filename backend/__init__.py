@@ -28,6 +28,7 @@ folder says about itself), cpu_features.py (is bf16 native here: the served dtyp
 settings.py (the one typed source of defaults), profiles.py (which models a bare serve serves, and why),
 assets.py (where the shipped and the built models and configs are),
 orphan_guard.py (the engine dies with us), launch.py (start a backend: a process, or in-process for tests).
-For operators also: settings_doc.py (the settings reference of serve --help and docs/settings.md).
+For operators also: token_watch.py (the tokens file reloaded while serving, revoked sessions closed), logs.py
+(text or JSON logs, the access line), settings_doc.py (the settings reference of serve --help and docs).
 backend imports protocol/ and nothing else of the project.
 """

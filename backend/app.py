@@ -26,6 +26,7 @@ from backend.service import CompletionService
 from backend.session import CLOSE_GOING_AWAY, CLOSE_TRY_AGAIN_LATER, CLOSE_UNAUTHORIZED, Session
 from backend.settings import Settings
 from backend.tenancy import Tenancy, resolve_isolation
+from backend.token_watch import TokenWatch
 from protocol import Error, ErrorCode, encode
 
 log = logging.getLogger("quickcode.app")
@@ -42,6 +43,11 @@ class Backend:
         self.tokens = TokenStore(settings.auth_tokens_file, settings.auth_tokens)
         isolation = resolve_isolation(settings.cache_isolation, self.tokens.enabled, settings.host)
         self.tenancy = Tenancy(isolation, self.tokens.team_of)
+        self.user_label = metrics.UserLabels(self.tokens.team_of.__contains__, self.tokens.enabled)
+        # the tokens file is watched while the server runs (reload on change or SIGHUP: `token_watch.ask`)
+        self.token_watch = TokenWatch(self.tokens, settings.tokens_reload_s, self.close_revoked) \
+            if settings.auth_tokens_file is not None else None
+        self._watch_task: asyncio.Task | None = None
         self.sessions: set[Session] = set()
         self.sessions_of: dict[str, int] = {}     # open sessions per authenticated user
         self.draining = False
@@ -58,12 +64,15 @@ class Backend:
             self._metrics_server = metrics.serve_separately(self.settings.metrics_bind)
         self.service = CompletionService(self.settings, self.engine)
         self.service.salt_for = self.tenancy.cache_salt
+        self.service.user_label = self.user_label
         self.service.start()
         metrics.watch_engine(lambda: self.engine.stats)
         self._lag_probe = asyncio.create_task(metrics.probe_loop_lag(), name="loop-lag-probe")
         metrics.watch_gc()
         self._gc_task = asyncio.create_task(self._freeze_sessions(), name="gc-freeze-sessions")
         self._engine_task = asyncio.create_task(self._start_engine(), name="engine-start")
+        if self.token_watch is not None:
+            self._watch_task = asyncio.create_task(self.token_watch.run(), name="tokens-watch")
 
     async def _freeze_sessions(self, every_s: float = 1.0, step: int = 200) -> None:
         """Open sessions are long-lived objects too (~100 each): 10k of them made every full collection of the
@@ -116,9 +125,18 @@ class Backend:
             self._lag_probe.cancel()
         if self._gc_task is not None:
             self._gc_task.cancel()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
         if self._engine_task is not None and not self._engine_task.done():
             self._engine_task.cancel()
         await asyncio.to_thread(self.engine.shutdown)
+
+    async def close_revoked(self, digests: frozenset[str]) -> int:
+        """Close every session opened with one of these (no longer valid) token hashes; returns how many."""
+        gone = [s for s in self.sessions if s.token_hash in digests]
+        await asyncio.gather(*(s.revoke() for s in gone))
+        metrics.SESSIONS_REVOKED.inc(len(gone))
+        return len(gone)
 
     def user_for(self, headers, query_params) -> tuple[bool, str | None]:
         """(allowed, user). An open server (no tokens configured) allows everyone, user None."""
@@ -207,6 +225,8 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
     @app.websocket("/v1/ws")
     async def ws_endpoint(ws: WebSocket):
         ok, user = backend.user_for(ws.headers, ws.query_params)
+        digest = backend.tokens.identify(token_from_headers(ws.headers, ws.query_params))[1] \
+            if backend.tokens.enabled else None
         if not origin_allowed(ws.headers, settings.allowed_origins):   # a web page (cross-site WebSocket)
             await ws.close(CLOSE_FORBIDDEN_ORIGIN)   # before accept: the handshake is answered 403
             return
@@ -224,8 +244,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             await refuse_session(ws, f"user {user!r} already holds {settings.max_sessions_per_user} sessions "
                                      f"(max_sessions_per_user)")
             return
+        if backend.tokens.enabled and not backend.tokens.knows(digest):   # revoked while it was accepted
+            await ws.close(CLOSE_UNAUTHORIZED, "unauthorized: API token revoked")
+            return
         session = Session(ws, backend.service, settings, user, settings.served_model_name)
-        backend.sessions.add(session)
+        session.token_hash = digest
+        backend.sessions.add(session)   # no await since the check: a reload cannot slip in between
         if user is not None:
             backend.sessions_of[user] = backend.sessions_of.get(user, 0) + 1
         try:

@@ -86,12 +86,12 @@ def _predict(n: int | None, limit: int) -> int:
 class _Run:
     """One request through the completion service; `frames()` yields its Chunk/Done/Error, always ends it."""
 
-    def __init__(self, backend, user: str | None, msg: Complete, prompt_ids: list[int] | None):
+    def __init__(self, backend, user: str | None, msg: Complete, prompt_ids: list[int] | None, route: str):
         self.svc = backend.service
         self.sid = "http-" + secrets.token_hex(6)
         self.sink = QueueSink()
         self.t0 = time.perf_counter()
-        self.svc.submit(self.sink, self.sid, user or f"anon:{self.sid}", msg, self.t0, prompt_ids)
+        self.svc.submit(self.sink, self.sid, user or f"anon:{self.sid}", msg, self.t0, prompt_ids, route)
 
     async def frames(self):
         try:
@@ -131,9 +131,10 @@ def register(app: FastAPI, backend) -> None:
         except ValidationError as e:
             return None, None, error(400, _first_error(e))
 
-    def start(user: str | None, msg: Complete, prompt_ids: list[int] | None, error) -> _Run | JSONResponse:
+    def start(user: str | None, msg: Complete, prompt_ids: list[int] | None, error,
+              route: str) -> _Run | JSONResponse:
         try:
-            return _Run(backend, user, msg, prompt_ids)
+            return _Run(backend, user, msg, prompt_ids, route)
         except ProtocolError as e:
             return error(_STATUS.get(e.code, 400), e.message)
 
@@ -179,7 +180,7 @@ def register(app: FastAPI, backend) -> None:
                        suffix=suffix, max_tokens=_predict(body.n_predict if not warmup else 1,
                                                           settings.max_tokens_limit),
                        temperature=body.temperature, stop=stop, prefill_only=warmup, snippets=snippets)
-        run = start(user, msg, None, llama_error)
+        run = start(user, msg, None, llama_error, "/infill")
         if isinstance(run, JSONResponse):
             return run
 
@@ -254,7 +255,7 @@ def register(app: FastAPI, backend) -> None:
                        max_tokens=_predict(opts.num_predict, settings.max_tokens_limit),
                        temperature=opts.temperature or 0.0,
                        stop=drop_special_stops(tok, opts.stop or [], template))
-        run = start(user, msg, ids, ollama_error)
+        run = start(user, msg, ids, ollama_error, "/api/generate")
         if isinstance(run, JSONResponse):
             return run
 

@@ -1,8 +1,9 @@
 """Prometheus metrics of the backend (one process-wide set, in the default registry beside vLLM's own).
 
 Every label set is bounded by construction: finish reasons and error codes are enums (`error_label` maps
-anything else to `other`), languages come from protocol/languages.py, GC generations are 0..2. No label
-value is ever a string a client chose.
+anything else to `other`), languages come from protocol/languages.py, GC generations are 0..2, users are the
+tokens file's (`UserLabels`: at most MAX_USER_LABELS, then `other`; an open server counts all as `open`). No
+label value is ever a string a client chose.
 
 Engine-wide speculative-decoding and prefix-cache figures are read from EngineStats at scrape time. Only
 counters, gauges of the present and histograms are exported: no lifetime ratio (`*_rate`), which would hide
@@ -14,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from typing import Callable
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from protocol import ErrorCode
+from protocol import ErrorCode, Timing
 
 _LAT_BUCKETS_S = (.005, .01, .02, .03, .05, .075, .1, .15, .2, .3, .5, .75, 1, 2, 5, 10)
 _TPOT_BUCKETS_S = (.001, .002, .004, .006, .008, .01, .015, .02, .03, .05, .1, .2)
@@ -62,13 +64,63 @@ LOOP_LAG_CPU = Histogram("quickcode_event_loop_lag_cpu_seconds",
 GC_PAUSE = Histogram("quickcode_gc_pause_seconds",
                      "Pauses of Python's cyclic garbage collector, by generation",
                      ["generation"], buckets=_LAG_BUCKETS_S)
+USER_REQUESTS = Counter("quickcode_user_requests_total",
+                        "Requests ended, by user (the tokens file's; `open` on a server without tokens)",
+                        ["user"])
+AUTH_TOKENS = Gauge("quickcode_auth_tokens", "API tokens in force (the tokens file's and auth_tokens)")
+AUTH_RELOADS = Counter("quickcode_auth_tokens_reloads_total",
+                       "Versions of the tokens file installed (ok), or refused with the previous tokens kept",
+                       ["result"])
+SESSIONS_REVOKED = Counter("quickcode_sessions_revoked_total",
+                           "WebSocket sessions closed because their token left the tokens file")
+for _result in ("ok", "refused"):
+    AUTH_RELOADS.labels(_result)
 for _reason in ("stop", "length", "cancelled", "superseded", "shed", "error"):
     REQUESTS.labels(_reason)   # every finish reason is exported from the start, at 0
 _ERROR_CODES = frozenset(c.value for c in ErrorCode)
 
 
+def request_ended(reason: str, user_label: str, timing: Timing, prefill_s: float | None,
+                  ttft_budget_ms: float) -> None:
+    """Count and time one ended request (each ends exactly once: service.py `_end`); `prefill_s` None when
+    the engine gave it no token."""
+    REQUESTS.labels(reason).inc()
+    USER_REQUESTS.labels(user_label).inc()
+    E2E.observe(timing.total_ms / 1000)
+    OUTPUT_TOKENS.inc(timing.output_tokens)
+    if prefill_s is not None:
+        PREFILL.observe(prefill_s)
+        if timing.ttft_ms + timing.queue_ms <= ttft_budget_ms:
+            WITHIN_SLO.inc()
+    if timing.output_tokens > 1:   # then a first and a last token were seen: generate_ms spans them
+        TPOT.observe(timing.generate_ms / 1000 / (timing.output_tokens - 1))
+
+
 def error_label(code: str) -> str:
     return code if code in _ERROR_CODES else "other"
+
+
+MAX_USER_LABELS = 1000   # users with series of their own; beyond them (a huge tokens file) they share `other`
+
+
+class UserLabels:
+    """user → the `user` label: their name if the tokens know them (`known`), up to MAX_USER_LABELS names
+    for the process's life; `open` when the server has no tokens."""
+
+    def __init__(self, known: Callable[[str], bool], enabled: bool):
+        self.known = known          # user -> do the tokens hold them now
+        self.enabled = enabled
+        self._given: set[str] = set()
+
+    def __call__(self, user: str) -> str:
+        if not self.enabled:
+            return "open"
+        if user in self._given:
+            return user
+        if len(self._given) < MAX_USER_LABELS and self.known(user):
+            self._given.add(user)
+            return user
+        return "other"
 
 
 async def probe_loop_lag(interval_s: float = 0.01) -> None:

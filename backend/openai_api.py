@@ -94,7 +94,8 @@ def register(app: FastAPI, backend) -> None:
         sink = QueueSink()
         svc = backend.service
         try:
-            svc.submit(sink, sid, user or f"anon:{sid}", msg, time.perf_counter(), ids)
+            svc.submit(sink, sid, user or f"anon:{sid}", msg, time.perf_counter(), ids,
+                       route="/v1/completions")
         except ProtocolError as e:
             return _error(_STATUS.get(e.code, 400), e.message, e.code.value)
         created = int(time.time())

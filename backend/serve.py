@@ -2,7 +2,7 @@
 
 On SIGTERM/SIGINT the first signal starts the drain (new requests get `shutting_down`, running ones may
 finish until `shutdown_drain_s`, then every session is closed with 1001); uvicorn stops after that, the engine
-is shut down and the process exits at once.
+is shut down and the process exits at once. SIGHUP reloads the tokens file (backend/token_watch.py).
 """
 from __future__ import annotations
 
@@ -10,11 +10,14 @@ import asyncio
 import logging
 import os
 import resource
+import signal
 import sys
 from pathlib import Path
 
 import uvicorn
+from uvicorn.config import LOGGING_CONFIG
 
+from backend import logs
 from backend.settings import Settings
 
 
@@ -45,26 +48,37 @@ def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
               http="httptools", ws="websockets-sansio",
               ws_max_size=max(4 * settings.max_frame_bytes, 1 << 22), ws_ping_interval=20.0,
               ws_ping_timeout=20.0, ssl_certfile=settings.ssl_certfile, ssl_keyfile=settings.ssl_keyfile,
-              timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False)
+              timeout_graceful_shutdown=int(settings.shutdown_drain_s) + 5, backlog=4096, access_log=False,
+              # JSON: uvicorn's loggers go through the root handler (backend/logs.py), not its own text ones
+              log_config=None if settings.log_format == "json" else LOGGING_CONFIG)
     return uvicorn.Config(app, **{**kw, **overrides})
 
 
 def check_files(settings: Settings) -> None:
-    """The files the operator named are there, before anything starts: one line, not a traceback from inside
-    uvicorn's TLS set-up ("No such file or directory", no name) or the token store."""
+    """The files the operator named are there, and the tokens parse, before anything starts: one line (a line
+    per bad token line), not a traceback from inside uvicorn's TLS set-up ("No such file or directory", no
+    name) or the token store."""
+    from backend.auth import TokensFileError, parse_entries, read_tokens_file
+
     for name in ("ssl_certfile", "ssl_keyfile", "auth_tokens_file"):
         path = getattr(settings, name)
         if path is not None and not Path(path).is_file():
             raise SystemExit(f"quickcode serve: {name} {path}: no such file")
+    try:
+        parse_entries(settings.auth_tokens, "auth_tokens")
+        if settings.auth_tokens_file is not None:
+            read_tokens_file(settings.auth_tokens_file)
+    except TokensFileError as e:
+        raise SystemExit(f"quickcode serve: the API tokens do not load: {e}") from None
 
 
 def run(settings: Settings, engine=None) -> None:
     """Serve until a signal has drained the server (`engine`: another `backend.engine.Engine` than vLLM,
     e.g. the fake one of tests/fake_serve.py)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "1")
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # JSON: vLLM's logger (in this process) goes through the root handler too
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0" if settings.log_format == "json" else "1")
+    logs.configure(settings.log_level, settings.log_format)
     from backend.tenancy import check_bind
 
     # before anything starts: an open server beyond loopback exits here unless the operator allowed it
@@ -82,6 +96,9 @@ def run(settings: Settings, engine=None) -> None:
     from backend.app import create_app
 
     app = create_app(settings, engine)
+    token_watch = app.state.backend.token_watch
+    if token_watch is not None:
+        signal.signal(signal.SIGHUP, lambda sig, frame: token_watch.ask())
     config = uvicorn_config(app, settings)
     # bound before the engine starts (20 s on this CPU, minutes for a 13B model): a port in use: said at once
     try:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from backend import best_of, metrics
+from backend import best_of, logs, metrics
 from backend.checks import check_complete
 from backend.engine import Engine
 from backend.fim import Healed, complete_prompt
@@ -61,6 +61,7 @@ class Request:
     spec_accepted: int = 0
     healed: Healed = field(default_factory=lambda: Healed(""))
     cache_salt: str | None = None        # the user's tenant (tenancy.py): whose cached blocks it may hit
+    route: str = "ws"                    # how it came: the WebSocket, or the HTTP path (the access log's)
     task: asyncio.Task | None = None
     ended: bool = False
     written: str = ""                    # the text sent, kept only for `max_words`
@@ -87,6 +88,7 @@ class CompletionService:
         # user → cache salt of their tenant; the app sets it from the tokens and `cache_isolation`. Every way
         # in (WebSocket, OpenAI and other HTTP endpoints) goes through submit(), so none can skip the salt.
         self.salt_for: Callable[[str], str | None] = Tenancy("user", {}).cache_salt
+        self.user_label: Callable[[str], str] = lambda user: "open"   # per-user metrics' label (the app's)
         metrics.LIVE.set_function(lambda: len(self.requests))
 
     # ── lifecycle
@@ -120,10 +122,10 @@ class CompletionService:
 
     # ── client events
     def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float,
-               prompt_ids: list[int] | None = None) -> None:
+               prompt_ids: list[int] | None = None, route: str = "ws") -> None:
         """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error
         frame). `prompt_ids`: a prompt the client templated itself (its own FIM tokens, compat endpoints),
-        used as is."""
+        used as is; `route`: the HTTP path it came by (the access log's)."""
         key = (session_id, msg.id)
         self._validate(key, session_id, user, msg)
         t0 = time.perf_counter()
@@ -141,7 +143,7 @@ class CompletionService:
             ids, healed = complete_prompt(msg, self.s, self.engine.tokenizer, template, budget)
         now = time.perf_counter()
         req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000,
-                      t_queued=now, healed=Healed(healed), cache_salt=self.salt_for(user))
+                      t_queued=now, healed=Healed(healed), cache_salt=self.salt_for(user), route=route)
         metrics.TOKENIZE.observe(now - t0)
         self.requests[key] = req
         prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
@@ -293,15 +295,12 @@ class CompletionService:
         if abort and req.t_start is not None:
             asyncio.get_running_loop().create_task(self.engine.abort(req.engine_id))
         timing = self.timing(req)
-        metrics.REQUESTS.labels(reason.value).inc()
-        metrics.E2E.observe(timing.total_ms / 1000)
-        metrics.OUTPUT_TOKENS.inc(req.output_tokens)
-        if req.t_first is not None and req.t_start is not None:
-            metrics.PREFILL.observe(req.t_first - req.t_start)
-            if timing.ttft_ms + timing.queue_ms <= self.s.ttft_budget_ms:
-                metrics.WITHIN_SLO.inc()
-        if req.output_tokens > 1 and req.t_last and req.t_first:
-            metrics.TPOT.observe((req.t_last - req.t_first) / (req.output_tokens - 1))
+        prefill_s = req.t_first - req.t_start if req.t_first is not None and req.t_start is not None else None
+        metrics.request_ended(reason.value, self.user_label(req.user), timing, prefill_s,
+                              self.s.ttft_budget_ms)
+        if self.s.access_log:
+            logs.access(req.engine_id, req.user, req.route, error.code if error else reason.value, timing,
+                        (req.t_first_chunk - req.t_recv) * 1000 if req.t_first_chunk else 0.0)
         if error is not None:
             metrics.ERRORS.labels(metrics.error_label(error.code)).inc()
             req.sink.send(error)

@@ -40,6 +40,7 @@ class Session:
         self.model = model
         self.outbox: asyncio.Queue[Message | None] = asyncio.Queue()
         self.closed = False
+        self.token_hash: str | None = None   # the API token it was opened with (a reload may revoke it)
 
     # called synchronously by the service, in order
     def send(self, msg: Message) -> None:
@@ -73,6 +74,12 @@ class Session:
             await self.ws.close(code, reason)
         except Exception:  # already closed by the peer: nothing left to tell it
             pass
+
+    async def revoke(self) -> None:
+        """Its token was removed from the tokens file: a typed error frame, then close 4401."""
+        self._error(ProtocolError(ErrorCode.UNAUTHORIZED, "the API token of this session was revoked"))
+        await self._flush()
+        await self.close(CLOSE_UNAUTHORIZED, "unauthorized: API token revoked")
 
     # ── internals
     async def _handshake(self) -> bool:

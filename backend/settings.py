@@ -176,8 +176,10 @@ class Settings(BaseSettings):
 
     # ── auth
     auth_tokens_file: Path | None = None
-    """Hashed tokens from `quickcode token issue`, read at start; unset (and no auth_tokens): an open server,
-    for loopback."""
+    """Hashed tokens from `quickcode token issue`, reloaded when the file changes; unset (and no auth_tokens):
+    an open server, for loopback."""
+    tokens_reload_s: float = Field(default=1.0, ge=0.0)
+    """How often the tokens file is checked for a change; 0: only at SIGHUP (which also reloads at once)."""
     auth_tokens: str = ""
     """Hashed entries inline, besides the file: "user:sha256hex[:team],user2:..." (e.g. from a Secret)."""
     metrics_token_sha256: str = ""
@@ -190,11 +192,16 @@ class Settings(BaseSettings):
     """Browser origins allowed to call the server: editors and CLIs send no Origin, a web page does (and every
     page the developer opens can reach ws://127.0.0.1), refused unless listed here."""
 
-    # ── lifecycle
+    # ── lifecycle and logs
     shutdown_drain_s: float = 5.0
     """At SIGTERM, how long running requests may finish before every session is closed."""
     log_level: str = "info"
     """The Python logging level of the server: debug, info, warning, error."""
+    log_format: Literal["text", "json"] = "text"
+    """text lines, or one JSON object a line (for a log collector; the engine processes' own lines stay
+    text)."""
+    access_log: bool = False
+    """One line per completion: request id, user, route, status, queue/ttft/total ms and tokens."""
 
     _profile_served: str = PrivateAttr("")
     _profile_why: str = PrivateAttr("")

@@ -1,11 +1,12 @@
-"""`python -m tests.fake_serve --port P [--hold] [--drain-s S]`: the real server (uvicorn with `quickcode
-serve`'s settings, real HTTP and WebSockets) in a process of its own over the `FakeEngine` — for tests that
-kill or stop a backend process (and bring one back on the same port), where vLLM's own behaviour is not the
-point. `start(...)` runs it and waits until it is ready.
+"""`python -m tests.fake_serve --port P [--hold] [--drain-s S] [--set KEY=VALUE]`: the real server (uvicorn
+with `quickcode serve`'s settings, real HTTP and WebSockets) in a process of its own over the `FakeEngine` — for
+tests that kill or stop a backend process (and bring one back on the same port), or signal it, where vLLM's own
+behaviour is not the point. `start(...)` runs it and waits until it is ready.
 
 Each request writes `result = compute()` and a newline; with `--hold` it writes its first token and then
 nothing more for an hour: a stream that is running whenever the test looks, on any machine. `--drain-s`: the
-drain deadline at SIGTERM (default 0.5 s); `--max-tokens-limit` as the setting.
+drain deadline at SIGTERM (default 0.5 s); `--max-tokens-limit` as the setting; `--set` any other setting (as
+`quickcode serve --set`).
 """
 from __future__ import annotations
 
@@ -29,11 +30,14 @@ def main() -> None:
     ap.add_argument("--hold", action="store_true", help="hold every stream after its first token")
     ap.add_argument("--drain-s", type=float, default=0.5, help="the drain deadline at SIGTERM")
     ap.add_argument("--max-tokens-limit", type=int, default=Settings().max_tokens_limit)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
-    settings = Settings(spec_method="off", heal_token=False, replica_id="fake-process", port=args.port,
-                        shutdown_drain_s=args.drain_s, max_tokens_limit=args.max_tokens_limit,
-                        log_level="warning",
-                        heal_space=False)     # the script's first token starts a word: nothing to heal
+    sets = dict(kv.split("=", 1) for kv in args.set)
+    settings = Settings(**{"spec_method": "off", "heal_token": False, "replica_id": "fake-process",
+                           "port": args.port, "shutdown_drain_s": args.drain_s,
+                           "max_tokens_limit": args.max_tokens_limit, "log_level": "warning",
+                           "heal_space": False,     # the script's first token starts a word: nothing to heal
+                           **sets})
     engine = FakeEngine(settings, script=lambda prompt: TOKENS, per_token_s=HOLD_S if args.hold else 0.001)
     serve.run(settings, engine)      # as `quickcode serve` runs: the drain at SIGTERM, the exit code
 

@@ -83,7 +83,7 @@ def test_types_defaults_and_units_are_read_from_the_field():
     assert settings_doc.kind_of(bool, []) == "true | false"
     assert settings_doc.kind_of(Path | None, []) == "path or unset"
     assert settings_doc.kind_of(list[str], []) == "list of str"
-    assert settings_doc.kind_of(int, Settings.model_fields["copy_max_n"].metadata) == "int ≥ 1, ≤ 16"
+    assert settings_doc.kind_of(float, Settings.model_fields["tokens_reload_s"].metadata) == "float ≥ 0.0"
     assert settings_doc.unit_of("rate_limit_per_s") == "per second" and settings_doc.unit_of("port") == ""
     assert settings_doc.unit_of("hello_timeout_s") == "seconds" and settings_doc.unit_of("kv_cache_gib") == "GiB"
     fields = Settings.model_fields
