@@ -3,7 +3,7 @@
 
 /** `quickcode.*` keys that are forwarded to the language server unchanged (lsp_client/config.py names, camelCase). */
 export const FORWARDED_KEYS = [
-  'enabled', 'languages', 'debounceMs', 'maxTokens', 'deadlineMs', 'multilineMaxLines',
+  'enabled', 'languages', 'debounceMs', 'maxTokens', 'deadlineMs', 'multilineMaxLines', 'suggestionUnit',
 ] as const;
 
 /** What `$/quickcode/status` and `quickcode.status` carry (lsp_client/server.py `status()`); all optional. */

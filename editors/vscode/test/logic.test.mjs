@@ -12,10 +12,11 @@ const getter = (obj) => (key) => obj[key];
 test('serverSettings forwards known keys and leaves out empty endpoints/token', () => {
   const s = serverSettings(getter({
     endpoints: [], token: '', enabled: true, languages: { '*': true, markdown: false },
-    debounceMs: 40, maxTokens: 32, deadlineMs: 900, multilineMaxLines: 4, 'server.command': 'x',
+    debounceMs: 40, maxTokens: 32, deadlineMs: 900, multilineMaxLines: 4, suggestionUnit: 'line',
+    'server.command': 'x',
   }));
   assert.deepEqual(s, { enabled: true, languages: { '*': true, markdown: false }, debounceMs: 40, maxTokens: 32,
-    deadlineMs: 900, multilineMaxLines: 4 });
+    deadlineMs: 900, multilineMaxLines: 4, suggestionUnit: 'line' });
   assert.ok(!('endpoints' in s) && !('token' in s), 'empty values must not override the server environment');
 });
 
