@@ -15,7 +15,7 @@ class Suggestion:
     source: str          # "cache" | "inflight" | "network"
     latency_ms: float
     offset: int = 0      # the cursor it goes at, in `on_text`
-    on_text: str = ""    # the document text it applies to (compared by identity: `settle` checks it)
+    on_text: str = ""    # the document text it applies to (compared by identity: `fresh.settled` checks it)
 
 
 @dataclass

@@ -9,6 +9,10 @@ around) leaves nothing to answer. Offsets are Python string indices into the doc
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
+from lsp_client.documents import Suggestion
+
 
 def moved_cursor(text_then: str, cursor_then: int, text_now: str) -> int | None:
     """Where the cursor is in `text_now` if the only change since `text_then` is text typed at `cursor_then`
@@ -33,3 +37,12 @@ def rebase(text_then: str, cursor_then: int, suggestion: str, text_now: str) -> 
     if not suggestion.startswith(typed) or len(typed) >= len(suggestion):
         return None
     return suggestion[len(typed):], cursor
+
+
+def settled(s: Suggestion, text_now: str) -> Suggestion | None:
+    """`s` as it applies to `text_now`: itself on the text it was made on (by identity), its rest at the
+    cursor the user typed on to, or None (the document moved away from it, or it was typed to its end)."""
+    if text_now is s.on_text:
+        return s
+    moved = rebase(s.on_text, s.offset, s.text, text_now)
+    return None if moved is None else replace(s, text=moved[0], offset=moved[1], on_text=text_now)

@@ -14,7 +14,7 @@ from lru import LRU
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.text_document import ServerTextPosition
 
-from lsp_client import answer, fresh
+from lsp_client import answer
 from lsp_client.channel import Channel
 from lsp_client.config import ClientConfig
 from lsp_client.report import latency_report
@@ -54,6 +54,14 @@ class QuickcodeServer(LanguageServer):
         except Exception:  # a malformed request: its handler answers it
             log.debug("request %s: no arrival noted", msg_id, exc_info=True)
 
+    def arrival(self, uri: str, position: T.Position) -> Arrival:
+        """The document and the handled request's offset in it as the request was read (not noted: now)."""
+        at = self.arrivals.pop(self.protocol.msg_id, None)
+        if at is None:
+            doc = self.workspace.get_text_document(uri)
+            at = Arrival(doc.source, doc.offset_at_position(position))
+        return at
+
     def position_at(self, uri: str, offset: int) -> T.Position:
         """The editor's position (in its position encoding) of `offset` in the document now."""
         doc = self.workspace.get_text_document(uri)
@@ -61,6 +69,10 @@ class QuickcodeServer(LanguageServer):
         line = text.count("\n", 0, offset)
         pos = doc.position_to_client_units(ServerTextPosition(line, offset - (text.rfind("\n", 0, offset) + 1)))
         return T.Position(line=pos.line, character=pos.character)
+
+    async def caught_up(self) -> None:
+        """Let the edits the editor already sent be read before an answer goes out (stdio.caught_up)."""
+        await caught_up(self.input)
 
     def start_backend(self) -> None:
         if self.channel is not None:
@@ -159,22 +171,12 @@ def did_close(ls: QuickcodeServer, params: T.DidCloseTextDocumentParams):
 
 
 async def suggest(ls: QuickcodeServer, uri: str, position: T.Position, explicit: bool, best_of: int = 0):
-    """The suggestion for the request's position, as it applies to the document when the answer is sent
-    (fresh.py): asked at the cursor the user typed on to since the request was read, and checked again once the
-    edits the editor already sent are read. None: nothing to show."""
+    """The session's never-stale suggestion (Session.suggest) for the request as it was read. None: nothing."""
     if ls.session is None or uri not in ls.session.docs:
         return None
     try:
-        at = ls.arrivals.pop(ls.protocol.msg_id, None)
-        if at is None:
-            doc = ls.workspace.get_text_document(uri)
-            at = Arrival(doc.source, doc.offset_at_position(position))
-        offset = fresh.moved_cursor(at.text, at.offset, ls.session.docs[uri].text)
-        s = None if offset is None else await ls.session.complete(uri, offset, explicit=explicit, best_of=best_of)
-        if s is not None:
-            await caught_up(ls.input)
-            s = ls.session.settle(uri, s)
-        return s
+        at = ls.arrival(uri, position)
+        return await ls.session.suggest(uri, at.text, at.offset, ls.caught_up, explicit=explicit, best_of=best_of)
     except asyncio.CancelledError:
         raise  # $/cancelRequest: pygls answers -32800 (RequestCancelled), which editors expect
     except Exception:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from dataclasses import replace
-
 from lsp_client import fresh, postprocess
 from lsp_client.accounting import Accounting
 from lsp_client.cache import CompletionCache
@@ -213,18 +211,20 @@ class Session:
         return self._show(ask, moved[0], flight.rid if typed == 0 else f"{flight.rid}+{typed}",
                           "network" if launched else "inflight", moved[1])
 
-    def settle(self, uri: str, s: Suggestion) -> Suggestion | None:
-        """`s` as it applies to the document now, as the answer is sent (fresh.py): unchanged, its rest at the
-        cursor the user typed on to, or None (the document moved away from it, or it was typed to its end)."""
+    async def suggest(self, uri: str, text_then: str, cursor_then: int, caught_up, *, explicit: bool = False,
+                      best_of: int = 0) -> Suggestion | None:
+        """Never stale (fresh.py): the suggestion at `cursor_then` of `text_then` (as the request was read),
+        asked at the cursor typed on to since, checked again once `caught_up()` read the edits sent since."""
         doc = self.docs.get(uri)
-        if doc is not None and doc.text is s.on_text:
-            return s
-        moved = None if doc is None else fresh.rebase(s.on_text, s.offset, s.text, doc.text)
-        if moved is None:
-            self.stats.stale_dropped += 1
+        offset = None if doc is None else fresh.moved_cursor(text_then, cursor_then, doc.text)
+        s = None if offset is None else await self.complete(uri, offset, explicit=explicit, best_of=best_of)
+        if s is None:
             return None
-        self.stats.rebased += 1
-        return replace(s, text=moved[0], offset=moved[1], on_text=doc.text)
+        await caught_up()
+        now = None if (doc := self.docs.get(uri)) is None else fresh.settled(s, doc.text)
+        self.stats.stale_dropped += now is None
+        self.stats.rebased += now is not None and now is not s
+        return now
 
     # ── pieces
     def _text_of(self, uri: str) -> str | None:

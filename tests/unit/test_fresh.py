@@ -2,7 +2,8 @@
 is when sent — the rest of it at the cursor the user typed on to, or nothing."""
 from hypothesis import given, strategies as st
 
-from lsp_client.fresh import moved_cursor, rebase
+from lsp_client.documents import Suggestion
+from lsp_client.fresh import moved_cursor, rebase, settled
 
 DOC = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
 AT = DOC.index("return ") + len("return ")
@@ -44,3 +45,11 @@ def test_whatever_is_answered_applies_at_the_cursor(before, cut, suggestion, ins
     else:
         assert not suggestion.startswith(inserted) or inserted == suggestion or (
             moved_cursor(before, cursor, now) not in (cursor + len(inserted),))
+
+
+def test_a_suggestion_is_settled_onto_the_document_as_it_is_sent():
+    s = Suggestion("a + b", "r1", "network", 1.0, AT, DOC)
+    assert settled(s, DOC) is s                                                    # the same text: itself
+    now = typed(DOC, AT, "a +")
+    assert settled(s, now) == Suggestion(" b", "r1", "network", 1.0, AT + 3, now)  # its rest, further on
+    assert settled(s, typed(DOC, AT, "b")) is None                                 # typed away from it
