@@ -18,7 +18,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from lsp_client.clock import REAL, Clock
 from lsp_client.config import ClientConfig
-from lsp_client.endpoints import EndpointChooser
+from lsp_client.endpoints import EndpointChooser, probe_all
 from lsp_client.refusal import advice, check_welcome, classify
 from lsp_client.stream import Lost, Stream, Unavailable
 from protocol import (PROTOCOL_VERSION, Cancel, Complete, Done, Error, Hello, ProtocolError, Telemetry,
@@ -257,21 +257,6 @@ class Channel:
                     self._fail_all("no pong")
                     ws.transport.abort()
 
-    async def probe(self, url: str) -> float | None:
-        """Round-trip time to `url` in ms (best of three WebSocket pings), None if unreachable."""
-        try:
-            async with connect(url, additional_headers=self._headers(), open_timeout=CONNECT_TIMEOUT_S,
-                               compression=None, close_timeout=0.5, ping_interval=None) as ws:
-                best = None
-                for _ in range(3):
-                    t0 = self.clock.now()
-                    await self.clock.timeout(await ws.ping(), CONNECT_TIMEOUT_S)
-                    rtt = (self.clock.now() - t0) * 1000
-                    best = rtt if best is None else min(best, rtt)
-                return best
-        except (OSError, asyncio.TimeoutError, websockets.WebSocketException):
-            return None
-
     async def _probe_loop(self) -> None:
         """Measure every endpoint now and then; move to a clearly nearer healthy one when idle (failback)."""
         while True:
@@ -285,16 +270,10 @@ class Channel:
                 self.on_state(self.status())
 
     async def _probe_all(self) -> None:
-        rtts = await asyncio.gather(*(self.probe(u) for u in self.chooser.endpoints))
-        now = self.clock.now()
-        for url, rtt in zip(list(self.chooser.endpoints), rtts):
-            if rtt is None:
-                self.chooser.record_failure(url, now)
-                if url == self.url and self.ws is not None:   # our own endpoint stopped answering: fail over now
-                    log.warning("endpoint %s does not answer probes: failing over", url)
-                    self.last_error = "endpoint unreachable (probe)"
-                    self._fail_all("endpoint unreachable")
-                    self.ws.transport.abort()
-            else:
-                self.chooser.record_rtt(url, rtt)
-        log.info("endpoint RTTs: %s", self.chooser.snapshot())
+        """Measure every endpoint (endpoints.probe_all); ours not answering: fail over now."""
+        unreachable = await probe_all(self.chooser, self._headers(), self.clock)
+        if self.url in unreachable and self.ws is not None:
+            log.warning("endpoint %s does not answer probes: failing over", self.url)
+            self.last_error = "endpoint unreachable (probe)"
+            self._fail_all("endpoint unreachable")
+            self.ws.transport.abort()

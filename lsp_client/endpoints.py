@@ -1,8 +1,20 @@
 """Which backend endpoint to use: the nearest healthy one by measured round-trip time, with failover (a
-failed endpoint cools down with backoff) and failback (a clearly nearer healthy endpoint wins again)."""
+failed endpoint cools down with backoff) and failback (a clearly nearer healthy endpoint wins again); and the
+measuring itself (`probe_all`: WebSocket pings to every endpoint)."""
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
+
+import websockets
+from websockets.asyncio.client import connect
+
+from lsp_client.clock import Clock
+
+log = logging.getLogger("quickcode.channel")
+
+PROBE_TIMEOUT_S = 3.0        # for a probe's connection and for each of its pings
 
 
 @dataclass
@@ -63,3 +75,33 @@ class EndpointChooser:
     def snapshot(self) -> list[dict]:
         return [{"url": e.url, "rtt_ms": None if e.rtt_ms is None else round(e.rtt_ms, 2), "failures": e.failures}
                 for e in self.endpoints.values()]
+
+
+async def probe(url: str, headers: dict, clock: Clock) -> float | None:
+    """Round-trip time to `url` in ms (best of three WebSocket pings), None if unreachable."""
+    try:
+        async with connect(url, additional_headers=headers, open_timeout=PROBE_TIMEOUT_S,
+                           compression=None, close_timeout=0.5, ping_interval=None) as ws:
+            best = None
+            for _ in range(3):
+                t0 = clock.now()
+                await clock.timeout(await ws.ping(), PROBE_TIMEOUT_S)
+                rtt = (clock.now() - t0) * 1000
+                best = rtt if best is None else min(best, rtt)
+            return best
+    except (OSError, asyncio.TimeoutError, websockets.WebSocketException):
+        return None
+
+
+async def probe_all(chooser: EndpointChooser, headers: dict, clock: Clock) -> list[str]:
+    """Probe every endpoint of `chooser` at once and record each RTT or failure there: the URLs that failed."""
+    urls = list(chooser.endpoints)
+    rtts = await asyncio.gather(*(probe(u, headers, clock) for u in urls))
+    now = clock.now()
+    for url, rtt in zip(urls, rtts):
+        if rtt is None:
+            chooser.record_failure(url, now)
+        else:
+            chooser.record_rtt(url, rtt)
+    log.info("endpoint RTTs: %s", chooser.snapshot())
+    return [url for url, rtt in zip(urls, rtts) if rtt is None]

@@ -1,8 +1,13 @@
-"""Acceptance predictor, endpoint choice and the client settings: pure logic."""
+"""Acceptance predictor, endpoint choice and the client settings: pure logic; and endpoint probing, against a
+real WebSocket server on loopback."""
 import random
+import socket
 
+from websockets.asyncio.server import serve
+
+from lsp_client.clock import REAL
 from lsp_client.config import ClientConfig
-from lsp_client.endpoints import EndpointChooser
+from lsp_client.endpoints import EndpointChooser, probe_all
 from lsp_client.predictor import AcceptancePredictor, features
 
 
@@ -64,6 +69,19 @@ def test_unmeasured_endpoints_come_after_measured_ones_and_all_down_picks_the_so
     c.record_failure("ws://b", 0)
     c.record_failure("ws://b", 0)
     assert c.best(0.1) == "ws://a"
+
+
+async def test_probing_measures_a_live_endpoint_and_counts_a_dead_one_down():
+    with socket.socket() as s:                     # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"ws://127.0.0.1:{s.getsockname()[1]}/"
+    async with serve(lambda ws: ws.wait_closed(), "127.0.0.1", 0) as server:
+        live = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+        c = EndpointChooser([dead, live])
+        assert await probe_all(c, {}, REAL) == [dead]
+    assert c.endpoints[live].rtt_ms is not None and c.endpoints[live].failures == 0
+    assert c.endpoints[dead].rtt_ms is None and c.endpoints[dead].failures == 1
+    assert c.best(REAL.now()) == live
 
 
 def test_settings_accept_camel_case_and_refuse_wrong_types():
