@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import websockets
+from prometheus_client.parser import text_string_to_metric_families
 
 from backend.launch import RunningBackend, backend_at, start_backend
 from protocol import (PROTOCOL_VERSION, Cancel, Chunk, Complete, Done, Error, Hello, Priority, ProtocolError, Welcome,
@@ -199,18 +200,18 @@ def bench_backend(name: str, settings: list[str], timeout_s: float = 600.0) -> B
 # ── /metrics ─────────────────────────────────────────────────────────────────────────────────────────────────
 
 def scrape(http_url: str) -> dict[str, float]:
-    """Prometheus text → {'name{labels}': value} (samples only)."""
+    """The backend's /metrics → {'name{labels}': value} (samples only)."""
     with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as r:
-        text = r.read().decode()
+        return samples(r.read().decode())
+
+
+def samples(text: str) -> dict[str, float]:
+    """Prometheus text → {'name{labels}': value}, read by prometheus_client's parser."""
     out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name, _, value = line.rpartition(" ")
-        try:
-            out[name] = float(value)
-        except ValueError:
-            pass
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in s.labels.items())
+            out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
     return out
 
 
