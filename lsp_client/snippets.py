@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from dataclasses import dataclass
+
+from lru import LRU
 
 from protocol import Snippet
 
@@ -28,22 +29,17 @@ class _Doc:
 
 class NeighbourFiles:
     def __init__(self, max_files: int = 20, window_lines: int = 16, step_lines: int = 8):
-        self.docs: OrderedDict[str, _Doc] = OrderedDict()
+        self.docs: LRU = LRU(max(1, max_files))     # uri → _Doc, the least recently touched evicted first
         self.max_files = max_files
         self.window_lines = window_lines
         self.step_lines = step_lines
         self._memo: dict[tuple[str, int], list[tuple[str, str]]] = {}
 
     def touch(self, uri: str, path: str, language: str, text: str) -> None:
-        """Record a document the user opened or edited (the most recent last); it is indexed when needed."""
-        old = self.docs.get(uri)
-        if old is not None and old.text is text:
-            self.docs.move_to_end(uri)
-            return
-        self.docs[uri] = _Doc(path, language, text)
-        self.docs.move_to_end(uri)
-        while len(self.docs) > self.max_files:
-            self.docs.popitem(last=False)
+        """Record a document the user opened or edited (the most recent); it is indexed when needed."""
+        old = self.docs.get(uri)                   # (a get makes it the most recent)
+        if self.max_files and (old is None or old.text is not text):
+            self.docs[uri] = _Doc(path, language, text)
 
     def _index(self, doc: _Doc) -> None:
         doc.lines = doc.text.splitlines()
@@ -76,7 +72,7 @@ class NeighbourFiles:
         if not query:
             return []
         scored = []
-        for other, doc in self.docs.items():
+        for other, doc in reversed(self.docs.items()):     # the least recent first
             if other == uri or doc.language != language:
                 continue
             if doc.windows is None:
