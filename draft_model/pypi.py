@@ -26,6 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
+from packaging.version import Version
+
 SIMPLE_INDEX = "https://pypi.org/simple"
 LOCK_COLUMNS = ("name", "version", "filename", "sha256", "size")
 MAX_SDIST_BYTES = 60_000_000      # larger sdists are data or C++ bundles, not Python worth the download
@@ -57,10 +60,6 @@ def write_lock(path: Path, pins: list[Pin], header: str) -> None:
     Path(path).write_text("".join(f"# {h}\n" for h in header.splitlines()) + "\n".join(rows) + "\n")
 
 
-def _normalise_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _get(url: str, accept: str | None = None, timeout_s: float = 120, tries: int = 4) -> bytes:
     for attempt in range(tries):
         try:
@@ -78,39 +77,27 @@ def _get(url: str, accept: str | None = None, timeout_s: float = 120, tries: int
 
 
 def _index_files(name: str) -> list[dict]:
-    body = _get(f"{SIMPLE_INDEX}/{_normalise_name(name)}/", accept="application/vnd.pypi.simple.v1+json")
+    body = _get(f"{SIMPLE_INDEX}/{canonicalize_name(name)}/", accept="application/vnd.pypi.simple.v1+json")
     return json.loads(body)["files"]
 
 
-def _sdist_version(filename: str, name: str) -> str | None:
-    stem = filename.removesuffix(".tar.gz").removesuffix(".zip")
-    if stem == filename:
+def _sdist_version(filename: str, name: str) -> Version | None:
+    """The version of `filename` if it is an sdist of `name` (its name normalised as PyPI does), else None."""
+    try:
+        sdist_name, version = parse_sdist_filename(filename)
+    except InvalidSdistFilename:
         return None
-    norm = _normalise_name(name)
-    for i in range(len(stem)):  # the version follows the first '-' after which the rest is not the name
-        if stem[i] == "-" and _normalise_name(stem[:i]) == norm:
-            return stem[i + 1:]
-    return None
+    return version if sdist_name == canonicalize_name(name) else None
 
 
 def resolve(name: str, version: str | None) -> Pin | str:
     """The sdist of `name==version` (or of its newest release with one) in PyPI's simple index; else why not."""
-    from packaging.version import InvalidVersion, Version
-
     try:
         files = _index_files(name)
     except urllib.error.HTTPError as e:
         return f"index {e.code}"
-    sdists = []
-    for f in files:
-        v = _sdist_version(f["filename"], name)
-        if v is None or f.get("yanked"):
-            continue
-        try:
-            parsed = Version(v)
-        except InvalidVersion:
-            continue
-        sdists.append((parsed, v, f))
+    sdists = [(v, str(v), f) for f in files
+              if (v := _sdist_version(f["filename"], name)) is not None and not f.get("yanked")]
     if not sdists:
         return "no sdist"
     match = []
@@ -123,7 +110,7 @@ def resolve(name: str, version: str | None) -> Pin | str:
         _, v, f = max(stable, key=lambda s: s[0])
     if f.get("size", 0) > MAX_SDIST_BYTES:
         return "sdist too large"
-    return Pin(_normalise_name(name), v, f["filename"], f["hashes"]["sha256"], int(f.get("size", 0)))
+    return Pin(canonicalize_name(name), v, f["filename"], f["hashes"]["sha256"], int(f.get("size", 0)))
 
 
 # ── archives ──────────────────────────────────────────────────────────────────────────────────────────────────

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 
 import pytest
+from packaging.version import Version
 
 from draft_model import dedup
 from draft_model.corpus import FORCED_HELDOUT, excluded_path, is_heldout
@@ -57,9 +58,12 @@ def test_an_spdx_expression_with_parentheses_and_exceptions():
 
 
 def test_sdist_file_names_give_their_version():
-    assert _sdist_version("python_dateutil-4.0.0.tar.gz", "python-dateutil") == "4.0.0"
-    assert _sdist_version("zope.interface-8.0.zip", "zope-interface") == "8.0"
+    assert _sdist_version("python_dateutil-4.0.0.tar.gz", "python-dateutil") == Version("4.0.0")
+    assert _sdist_version("zope.interface-8.0.zip", "zope-interface") == Version("8.0")
+    assert _sdist_version("Foo.Bar-2.1rc1.tar.gz", "foo_bar") == Version("2.1rc1")
     assert _sdist_version("attrs-26.1.0-py3-none-any.whl", "attrs") is None
+    assert _sdist_version("attrs-extra-1.0.tar.gz", "attrs") is None              # another project's sdist
+    assert _sdist_version("attrs-latest.tar.gz", "attrs") is None                 # no version
 
 
 @pytest.mark.parametrize("path, excluded", [
