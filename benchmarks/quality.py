@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backend.launch import start_backend
-from benchmarks.report import Report, md_table, pcts, source_digest
+from benchmarks.report import Report, md_table, pcts, percentile, source_digest
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE_REV = "bf17389"       # main before this session's first model change: the models the issue measured
@@ -232,8 +232,7 @@ def cluster_bootstrap(groups: list[str], values: dict[str, list[float]], draws: 
             diffs[n].append(m[n] - m[names[0]])
 
     def ci(xs: list[float]) -> list[float]:
-        xs = sorted(xs)
-        return [xs[int(0.025 * (len(xs) - 1))], xs[int(math.ceil(0.975 * (len(xs) - 1)))]]
+        return [percentile(xs, 2.5), percentile(xs, 97.5)]
 
     return {"mean": {n: ci(v) for n, v in means.items()}, "minus_first": {n: ci(v) for n, v in diffs.items()}}
 
@@ -346,8 +345,8 @@ def session_bootstrap(rows: list[dict], draws: int = 2000, seed: int = 0) -> lis
     if len(rows) < 2:
         return [math.nan, math.nan]
     rng = random.Random(seed)
-    xs = sorted(typing_share([rows[rng.randrange(len(rows))] for _ in rows]) for _ in range(draws))
-    return [xs[int(0.025 * (draws - 1))], xs[int(math.ceil(0.975 * (draws - 1)))]]
+    xs = [typing_share([rows[rng.randrange(len(rows))] for _ in rows]) for _ in range(draws)]
+    return [percentile(xs, 2.5), percentile(xs, 97.5)]
 
 
 # ── held-out data shared by every compared model ─────────────────────────────────────────────────────────────

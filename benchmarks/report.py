@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol.stats import percentile   # the benchmarks take it from here
+
 REPORTS = Path(__file__).resolve().parent / "reports"
 
 
@@ -25,16 +27,6 @@ def source_digest(files) -> str:
     for f in sorted(files):
         h.update(f.name.encode() + f.read_bytes())
     return h.hexdigest()[:12]
-
-
-def percentile(values, q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100); NaN for no values."""
-    xs = sorted(values)
-    if not xs:
-        return math.nan
-    k = (len(xs) - 1) * q / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def paired_bootstrap(n: int, measure, draws: int = 2000, seed: int = 0, level: float = 0.90) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from benchmarks.loadgen import (Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
                                 bench_backend)
-from benchmarks.report import Report, md_table, pcts
+from benchmarks.report import Report, md_table, pcts, percentile
 
 DEFAULT_TRACE = Path("/work/shared/traces/azure_llm_inference_code_2023.csv")
 
@@ -225,8 +225,8 @@ def mean_ci(values: list[float], seed: int = 0, n_boot: int = 2000) -> tuple[flo
         return float("nan"), float("nan"), float("nan")
     rng = random.Random(seed)
     k = len(values)
-    means = sorted(sum(values[rng.randrange(k)] for _ in range(k)) / k for _ in range(n_boot))
-    return sum(values) / k, means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]
+    means = [sum(values[rng.randrange(k)] for _ in range(k)) / k for _ in range(n_boot)]
+    return sum(values) / k, percentile(means, 2.5), percentile(means, 97.5)
 
 
 def run_sharing(args: argparse.Namespace, planned: list[Planned], settings: list[str]) -> dict:

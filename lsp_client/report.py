@@ -2,13 +2,10 @@
 plus what the client-side intelligence saved. Shown by the editors' "latency report" command."""
 from __future__ import annotations
 
+from protocol.stats import percentile
+
 COMPONENTS = [("queue", "queue_ms"), ("tokenize", "tokenize_ms"), ("prefill (engine TTFT)", "ttft_ms"),
               ("first decode step", "first_decode_ms"), ("generation", "generate_ms"), ("network", "network_ms")]
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))] if xs else 0.0
 
 
 def latency_report(session) -> str:
@@ -18,9 +15,11 @@ def latency_report(session) -> str:
     total = sum(sum(r.get(k, 0.0) for _, k in COMPONENTS) for r in rows) or 1.0
     for name, key in COMPONENTS:
         xs = [r.get(key, 0.0) for r in rows]
-        lines.append(f"| {name} | {_pct(xs, 50):.1f} | {_pct(xs, 95):.1f} | {100 * sum(xs) / total:.0f} % |")
+        p50, p95 = percentile(xs, 50, 0.0), percentile(xs, 95, 0.0)
+        lines.append(f"| {name} | {p50:.1f} | {p95:.1f} | {100 * sum(xs) / total:.0f} % |")
     first = [r["client_first_chunk_ms"] for r in rows if r.get("client_first_chunk_ms")]
-    lines.append(f"| **first chunk at the client** | {_pct(first, 50):.1f} | {_pct(first, 95):.1f} | |")
+    p50, p95 = percentile(first, 50, 0.0), percentile(first, 95, 0.0)
+    lines.append(f"| **first chunk at the client** | {p50:.1f} | {p95:.1f} | |")
     served = st.served_cache + st.served_inflight + st.served_network
     lines += ["", f"{len(rows)} backend requests measured; editor requests {st.requests}, suggestions {served} "
               f"(cache {st.served_cache}, in-flight reuse {st.served_inflight}, network {st.served_network}); "

@@ -21,6 +21,7 @@ from lsp_client.report import latency_report
 from lsp_client.session import Session
 from lsp_client.stdio import Arrival, ArrivalNoting, PipeReader, caught_up
 from protocol import __version__
+from protocol.stats import percentile
 
 log = logging.getLogger("quickcode.lsp")
 
@@ -112,8 +113,7 @@ class QuickcodeServer(LanguageServer):
         if self.session is not None:
             rows = [r for r in self.session.stats.waterfalls if r.get("client_first_chunk_ms")]
             if rows:
-                xs = sorted(r["client_first_chunk_ms"] for r in rows[-50:])
-                st["recent_first_chunk_ms_p50"] = xs[len(xs) // 2]
+                st["recent_first_chunk_ms_p50"] = percentile([r["client_first_chunk_ms"] for r in rows[-50:]], 50)
             st["acceptance_rate"] = round(self.session.outcomes.acceptance_rate, 3)
         st["enabled"] = self.cfg.enabled
         return st

@@ -1,4 +1,5 @@
-"""The wire vocabulary shared by the language server and the backend (imports nothing else of the project)."""
+"""The wire vocabulary shared by the language server and the backend (imports nothing else of the project);
+and, as the one layer every package may import, `stats.percentile`, the percentile all reports use."""
 from protocol.budget import within_budget
 from protocol.codec import MAX_ID_CHARS, decode, encode
 from protocol.errors import ErrorCode, ProtocolError

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from backend.launch import RunningBackend, start_backend, stop_backend
+from protocol.stats import percentile
 
 REPO = Path(__file__).resolve().parent.parent
 console = Console(stderr=True, width=130)
@@ -78,8 +79,7 @@ def _readyz(http_url: str) -> dict:
 
 
 def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return round(xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))], 1) if xs else float("nan")
+    return round(percentile(xs, q), 1)
 
 
 async def session(url: str, path: Path, args: argparse.Namespace) -> dict:
