@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from backend.model_info import model_info
-from benchmarks.report import Report, md_table, pcts, percentile
+from benchmarks.report import Report, figure, md_table, pcts, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -400,13 +400,8 @@ def _alpha_all(vpat: dict) -> float:
 
 
 def _plot(rep: Report, per_k: list[dict], vk: list[dict], off_pos: list[float], c: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ks = [r["k"] for r in per_k]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = figure(figsize=(7, 4.2))
     ax.plot(ks, [r["acceptance_rate"] for r in per_k], "o-", label="acceptance (offline, exact per K)")
     ax.plot(ks, [r["alpha"] for r in per_k], "s--", label="α per token (offline)")
     if vk:
@@ -421,8 +416,4 @@ def _plot(rep: Report, per_k: list[dict], vk: list[dict], off_pos: list[float], 
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=8, loc="upper right")
     ax.set_title("Draft acceptance vs K (greedy, held-out FIM prompts)")
-    fig.tight_layout()
-    path = rep.plot_path("acceptance_vs_k")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    rep.add(f"![acceptance vs K]({path.name})")
+    rep.add_figure(fig, "acceptance_vs_k", "acceptance vs K")

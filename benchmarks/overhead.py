@@ -7,7 +7,7 @@ import statistics
 import time
 
 from benchmarks.loadgen import CodeCorpus, Session, finite, progress
-from benchmarks.report import Report, md_table, pcts
+from benchmarks.report import Report, figure, md_table, pcts
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -219,9 +219,6 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
 
 
 def _report(args, settings, r: dict) -> dict:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     report = Report("overhead", "Overhead of WebSocket + session + scheduler over raw AsyncLLM", started=r["t0"])
@@ -249,7 +246,7 @@ AsyncLLM's input processing).
 """)
     rows, xrows, orows, headline_added, headline_within = [], [], [], {}, {}
     rng = np.random.default_rng(0)
-    fig, axes = plt.subplots(1, len(r["pairs"]) + 1, figsize=(5 * (len(r["pairs"]) + 1), 4))
+    fig, axes = figure(1, len(r["pairs"]) + 1, figsize=(5 * (len(r["pairs"]) + 1), 4))
     for ax, (n_tokens, pairs) in zip(axes, r["pairs"].items()):
         d = np.array([p["direct_ttft"] * 1000 for p in pairs])
         w = np.array([p["ws_ttft"] * 1000 for p in pairs])
@@ -342,11 +339,7 @@ Target p99 ≤ 1 ms — typing: CPU {'met' if ptc['p99'] <= 1 else 'NOT met'} ({
     ax.set_xlabel("ms")
     ax.set_title("tokenizing a 2,048-token context")
     ax.legend()
-    fig.tight_layout()
-    path = report.plot_path("cdf")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    report.add(f"![TTFT CDFs and tokenization]({path.name})")
+    report.add_figure(fig, "cdf", "TTFT CDFs and tokenization")
     first = headline_added[min(headline_added)]
     met = all(v["p50_ms"] <= 2 and v["p95_ms"] <= 5 for v in headline_added.values())
     met_within = all(v["p50_ms"] <= 2 and v["p95_ms"] <= 5 for v in headline_within.values())

@@ -14,7 +14,7 @@ from pathlib import Path
 from backend.auth import hash_token, new_token
 from benchmarks.loadgen import (REPO, Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
                                 bench_backend)
-from benchmarks.report import Report, md_table, pcts
+from benchmarks.report import Report, figure, md_table, pcts
 from benchmarks.trace import DEFAULT_TRACE, classify, load_trace, response_s
 
 
@@ -242,9 +242,6 @@ def _mode_stats(blocks: list[dict], mode: str, slo_s: float, block_s: float) -> 
 
 
 def _report(args, work: Workload, r: dict) -> dict:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import numpy as np
 
     slo_s = r["slo_s"]
@@ -288,7 +285,7 @@ aborts what is left — counted as unfinished, i.e. not within the SLO).
 * p95 TTFT of served requests ≤ 2 × unloaded p95 ({2 * unl['p95']:.0f} ms): ours {ours['served_ttft_ms']['p95']:.0f} ms
   → {'met' if p95_ok else 'NOT met'} (baseline: {fifo['served_ttft_ms']['p95']:.0f} ms).
 """)
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, axes = figure(1, 2, figsize=(13, 4.5))
     ax = axes[0]
     offset = 0.0
     for b in r["blocks"]:
@@ -319,11 +316,7 @@ aborts what is left — counted as unfinished, i.e. not within the SLO).
     ax.set_xlabel("TTFT (ms)")
     ax.set_ylabel("share of requests served within x")
     ax.legend()
-    fig.tight_layout()
-    path = report.plot_path("ttft")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    report.add(f"![TTFT per block and CDF]({path.name})")
+    report.add_figure(fig, "ttft", "TTFT per block and CDF")
     headline = {"bench": "overload", "sustainable_rps": round(r["sustainable"], 3), "offered_rps": round(r["rate"], 3),
                 "unloaded_ttft_p95_ms": round(unl["p95"], 1), "slo_ms": round(slo_s * 1000, 1),
                 "goodput_rps": {"fifo": round(fifo["goodput_rps"], 3), "latency": round(ours["goodput_rps"], 3)},

@@ -62,6 +62,26 @@ def md_table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(out)
 
 
+def figure(*grid: int, **subplots):
+    """`plt.subplots(*grid, **subplots)` on matplotlib's headless backend: (fig, axes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(*grid, **subplots)
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Lay `fig` out, write it to `path` (PNG, 110 dpi) and close it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 @dataclass
 class Report:
     name: str
@@ -81,6 +101,12 @@ class Report:
 
     def plot_path(self, suffix: str) -> Path:
         return self.dir / f"{self.name}_{suffix}.png"
+
+    def add_figure(self, fig, suffix: str, caption: str) -> Path:
+        """Save `fig` (see `figure`) beside the report as NAME_SUFFIX.png and show it here under `caption`."""
+        path = save_figure(fig, self.plot_path(suffix))
+        self.add(f"![{caption}]({path.name})")
+        return path
 
     def finish(self, headline: dict) -> dict:
         """Write the markdown, print the path, and print the headline JSON as the last stdout line."""

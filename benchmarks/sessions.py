@@ -12,7 +12,7 @@ from pathlib import Path
 
 from benchmarks.loadgen import (Backend, Session, backend_from_url, finite, histogram, histogram_quantile, progress,
                                 raise_nofile, scrape, share_within, bench_backend)
-from benchmarks.report import Report, md_table
+from benchmarks.report import Report, figure, md_table
 
 LAG = "quickcode_event_loop_lag_seconds"
 LAG_CPU = "quickcode_event_loop_lag_cpu_seconds"
@@ -194,10 +194,6 @@ def _run(args, backend: Backend, pid: int | None) -> dict:
 
 
 def _report(args, r: dict) -> dict:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     n = r["connected"]
     per_session_kb = ((r["rss_idle"] - r["rss0"]) / n / 1024) if r["rss0"] and n else float("nan")
     lag_connect = _lag(r["m0"], r["m_idle"])
@@ -261,7 +257,7 @@ requests and {sessions_end:.0f} sessions (the gauge before: {r['m0'].get('quickc
 event-loop lag p99 ≤ 10 ms while typing → {lag_hold['p99_ms']:.2f} ms, {'met' if lag_hold['p99_ms'] <= 10 else 'NOT met'};
 every request ended → {'yes' if unfinished == 0 and live_end == 0 else 'NO'}.
 """)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = figure(figsize=(7, 4))
     for name, (a, b), color in (("connecting", ("m0", "m_idle"), "tab:blue"), ("idle", ("m_idle", "m_idle2"), "tab:gray"),
                                 ("typing", ("m_idle2", "m_hold"), "tab:green")):
         h = histogram(r[b], LAG, r[a])
@@ -275,11 +271,7 @@ every request ended → {'yes' if unfinished == 0 and live_end == 0 else 'NO'}.
     ax.set_ylabel("share of probe wake-ups ≤ x")
     ax.set_title(f"event-loop lag with {n:,} sessions")
     ax.legend()
-    fig.tight_layout()
-    path = report.plot_path("lag")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    report.add(f"![event-loop lag CDF]({path.name})")
+    report.add_figure(fig, "lag", "event-loop lag CDF")
     headline = {"bench": "sessions", "sessions": n, "failed": r["failed"], "connect_s": round(r["connect_s"], 1),
                 "kb_per_idle_session": round(per_session_kb, 1), "loop_lag_p99_ms_typing": round(lag_hold["p99_ms"], 2),
                 "loop_lag_p99_ms_idle": round(lag_idle["p99_ms"], 2),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks.report import Report, md_table, pcts
+from benchmarks.report import Report, figure, md_table, pcts
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_SIZES = ["cpu-target", "cpu-8m", "cpu-12m", "cpu-17m"]
@@ -142,13 +142,9 @@ def loss_vs_compute(sizes, data: Path, args) -> dict:
     return out
 
 
-def _plot(train: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+def _plot(train: dict):
+    """Held-out loss against training compute, one line a size: the figure."""
+    fig, ax = figure(figsize=(7, 4.2))
     for name, t in train.items():
         ax.plot([c["pflop"] for c in t["curve"]], [c["loss"] for c in t["curve"]], "o-",
                 label=f"{name} ({t['params'] / 1e6:.1f}M)")
@@ -157,9 +153,7 @@ def _plot(train: dict, path: Path) -> None:
     ax.set_ylabel("held-out loss (nats/token)")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def best_at_equal_compute(train: dict) -> str | None:
@@ -212,9 +206,7 @@ comparable on a shared machine). Short runs: they rank sizes at this compute, no
                          " · ".join(f"{c['pflop']:.3f}: {c['loss']:.2f}" for c in t["curve"])])
         report.add(md_table(["size", "params", "GFLOP per step", "steps", "tokens", "wall s", "final loss",
                              "final top-1", "PFLOP: held-out loss"], rows))
-        plot = report.plot_path("loss_vs_compute")
-        _plot(train, plot)
-        report.add(f"![held-out loss vs training compute]({plot.name})")
+        report.add_figure(_plot(train), "loss_vs_compute", "held-out loss vs training compute")
     (args.work).mkdir(parents=True, exist_ok=True)
     (args.work / "sizes.json").write_text(json.dumps({"latency": lat, "train": train}, indent=1) + "\n")
     headline = {"fits": fits, "largest_fitting": fits[-1] if fits else None,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from benchmarks.loadgen import (Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
                                 bench_backend)
-from benchmarks.report import Report, md_table, pcts, percentile
+from benchmarks.report import Report, figure, md_table, pcts, percentile
 
 DEFAULT_TRACE = Path("/work/shared/traces/azure_llm_inference_code_2023.csv")
 
@@ -141,15 +141,13 @@ def summarize(outcomes: list[Outcome], slo_s: float, duration_s: float) -> dict:
     }
 
 
-def plot(report: Report, outcomes: list[Outcome], t0: float, slo_s: float) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def plot(report: Report, outcomes: list[Outcome], t0: float, slo_s: float) -> None:
+    """TTFT over time and its CDF, into `report`."""
     import numpy as np
 
     colors = {"served": "tab:green", "shed": "tab:red", "superseded": "tab:gray", "cancelled": "tab:purple",
               "error": "black", "unfinished": "black"}
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
+    fig, (ax, ax2) = figure(1, 2, figsize=(13, 4.5))
     for kind, color in colors.items():
         pts = [(o.t_send - t0, response_s(o) * 1000) for o in outcomes
                if classify(o) == kind and response_s(o) is not None]
@@ -177,11 +175,7 @@ def plot(report: Report, outcomes: list[Outcome], t0: float, slo_s: float) -> li
     ax2.set_ylabel("share of served requests")
     ax2.set_title("CDF of TTFT (served)")
     ax2.legend()
-    fig.tight_layout()
-    path = report.plot_path("ttft")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path.name]
+    report.add_figure(fig, "ttft", "TTFT over time and CDF")
 
 
 _T0 = 0.0
@@ -341,8 +335,7 @@ trace is bursty). Backend: {'`' + args.url + '`' if args.url else 'started by th
           s["shed_answer_ms"]["p50"]]]))
     report.add("Server-side counters over the run (`quickcode_requests_total` by finish reason): "
                + ", ".join(f"{k} {v}" for k, v in sorted(server_counts.items())) + ".")
-    for name in plot(report, outcomes, min((o.t_send for o in outcomes), default=t_start), slo_s):
-        report.add(f"![TTFT over time and CDF]({name})")
+    plot(report, outcomes, min((o.t_send for o in outcomes), default=t_start), slo_s)
     headline = {"bench": "trace", "speed": args.speed, "duration_s": args.duration_s, "slo_ms": args.slo_ms,
                 "requests": s["requests"], "ttft_p50_ms": s["ttft_ms"]["p50"], "ttft_p95_ms": s["ttft_ms"]["p95"],
                 "ttft_p99_ms": s["ttft_ms"]["p99"], "goodput_share": s["goodput_share"],

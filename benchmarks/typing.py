@@ -34,7 +34,7 @@ import sysconfig
 from pathlib import Path
 
 from benchmarks import typing_figures as tf
-from benchmarks.report import Report, md_table, source_digest
+from benchmarks.report import Report, figure, md_table, source_digest
 from benchmarks.rows import append_row, read_rows
 
 NAIVE = {"adaptive_debounce": False, "debounce_ms": 75.0, "cache": False, "inflight_reuse": False,
@@ -546,12 +546,7 @@ def _report(args, arms: list[str], by_dev: dict[str, list[list[dict]]], key: dic
 
 
 def _plot(rep: Report, lats: dict[str, list[float]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = figure(figsize=(7, 4))
     for label, xs in lats.items():
         if xs:
             xs = sorted(xs)
@@ -561,7 +556,4 @@ def _plot(rep: Report, lats: dict[str, list[float]]) -> None:
     ax.set_title("Perceived latency, cumulative")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    path = rep.plot_path("latency_cdf")
-    fig.savefig(path, dpi=110)
-    rep.add(f"![pause to ghost text]({path.name})")
+    rep.add_figure(fig, "latency_cdf", "pause to ghost text")
