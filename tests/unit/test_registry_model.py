@@ -1,5 +1,6 @@
-"""draft_model/registry_model.py's pure parts: GGUF block dequantizing on hand-built blocks, the Q/K row order
-against llama.cpp's permutation, and reading a small GGUF file written here byte by byte."""
+"""draft_model/registry_model.py's pure parts: GGUF block dequantizing (llama.cpp's gguf package) on hand-built
+blocks, the Q/K row order against llama.cpp's permutation, and reading a small GGUF file written here byte by
+byte."""
 from __future__ import annotations
 
 import struct
@@ -86,15 +87,17 @@ def test_read_gguf_metadata_tensor_infos_and_aligned_data(tmp_path):
           + _gguf_string("<|endoftext|>") + _gguf_string("Ġa"))
     info = _gguf_string("output_norm.weight") + struct.pack("<IQQIQ", 2, 3, 2, rm.F32, 0)
     head = b"GGUF" + struct.pack("<IQQ", 3, 1, 3) + kv + info
-    pad = b"\0" * (-len(head) % rm.DEFAULT_ALIGNMENT)
+    pad = b"\0" * (-len(head) % 32)                                   # general.alignment: its default
     path = tmp_path / "m.gguf"
     path.write_bytes(head + pad + w.tobytes())
     g = rm.read_gguf(path)
     assert g.metadata == {"general.architecture": "llama", "llama.block_count": 30,
                           "tokenizer.ggml.tokens": ["<|endoftext|>", "Ġa"]}
-    assert g.tensors == [rm.TensorInfo("output_norm.weight", (2, 3), rm.F32, 0)]
-    assert g.data_start == len(head) + len(pad)
-    np.testing.assert_array_equal(rm.dequantize(g.raw(g.tensors[0]), rm.F32).reshape(2, 3), w)
+    assert [(t.name, t.tensor_type, t.shape.tolist(), t.data_offset) for t in g.tensors] == [
+        ("output_norm.weight", rm.F32, [3, 2], len(head) + len(pad))]
+    got = rm.values(g.tensors[0])
+    assert got.shape == (2, 3) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, w)
 
 
 def test_tensor_names_map_to_transformers_llama():
