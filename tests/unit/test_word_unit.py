@@ -99,12 +99,20 @@ async def test_each_word_taken_brings_the_next_from_the_same_request():
     assert c.stats.served_cache + c.stats.served_inflight == 4
 
 
+PLAN = "total = a + b\n    total += 1\n    return total\n"
+LINE_START = BEFORE[: -len("total = ")]                 # the start of an indented line: a block place
+
+
+async def _asked_at_the_line_start(unit: str):
+    """A session of suggestion unit `unit` asked at LINE_START, its request about to stream PLAN."""
+    c, chan, _ = _session(unit)
+    c.on_change(URI, LINE_START, len(LINE_START))
+    ask, rid = await _ask(c, chan, LINE_START, PLAN)
+    return c, chan, ask, rid
+
+
 async def test_a_line_start_asks_for_one_line_word_by_word_and_its_generation_stops_at_the_lines_end():
-    plan = "total = a + b\n    total += 1\n    return total\n"
-    block = BEFORE[: -len("total = ")]                 # the start of an indented line: a block place
-    c, chan, _ = _session("word")
-    c.on_change(URI, block, len(block))
-    ask, rid = await _ask(c, chan, block, plan)
+    c, chan, ask, rid = await _asked_at_the_line_start("word")
     chan.feed(rid, 6)
     s = await ask
     assert s is not None and s.text == "total"
@@ -112,9 +120,7 @@ async def test_a_line_start_asks_for_one_line_word_by_word_and_its_generation_st
     await _settle()
     assert rid not in chan.running() and c.stats.stopped_early == 1   # one line was asked for: stopped
     # the block unit, same stream: the block goes on (and nothing is shown before it ends or the patience)
-    c, chan, _ = _session("block")
-    c.on_change(URI, block, len(block))
-    ask, rid = await _ask(c, chan, block, plan)
+    c, chan, ask, rid = await _asked_at_the_line_start("block")
     chan.feed(rid, 18)
     await _settle()
     assert rid in chan.running() and not ask.done()
@@ -122,11 +128,7 @@ async def test_a_line_start_asks_for_one_line_word_by_word_and_its_generation_st
 
 
 async def test_the_line_unit_shows_the_first_line_whole_at_a_line_start_and_stops_the_generation_there():
-    plan = "total = a + b\n    total += 1\n    return total\n"
-    block = BEFORE[: -len("total = ")]                 # the start of an indented line: a block place
-    c, chan, _ = _session("line")
-    c.on_change(URI, block, len(block))
-    ask, rid = await _ask(c, chan, block, plan)
+    c, chan, ask, rid = await _asked_at_the_line_start("line")
     chan.feed(rid, 18)                                 # the first line is complete, the next one begun
     s = await ask
     assert s is not None and s.text == "total = a + b"
