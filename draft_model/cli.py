@@ -129,6 +129,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--eval-windows", type=int, default=32)
     q.add_argument("--vllm-prompts", type=int, default=16,
                    help="greedy agreement with bf16 in vLLM on this many held-out prompts (0: skip)")
+    q.add_argument("--threads", type=int, default=1,
+                   help="torch threads of the worker (1 beside another busy process; all cores when alone)")
     q.set_defaults(func=_quantize)
 
     e = msub.add_parser("export", help="export a run's latest checkpoint as an HF folder (even mid-run)")
@@ -215,7 +217,8 @@ def _quantize(args: argparse.Namespace) -> int:
 
     report = quantize(args.src, args.out, args.data, calib_samples=args.calib_samples,
                       calib_seq_len=args.calib_seq_len, smoothquant=args.smoothquant or None, method=args.method,
-                      eval_windows=args.eval_windows, vllm_prompts=args.vllm_prompts, argv=sys.argv[1:])
+                      eval_windows=args.eval_windows, vllm_prompts=args.vllm_prompts, threads=args.threads,
+                      argv=sys.argv[1:])
     summary = {"out": str(args.out), "size_bytes": report["size_bytes"], "loss_bf16": report["heldout_bf16"]["loss"],
                "loss_int8": report["heldout_int8"]["loss"], "loss_delta": report["loss_delta"]}
     if "vllm" in report:

@@ -41,7 +41,7 @@ def sha256_of(path: Path) -> str:
 # ── main venv side ───────────────────────────────────────────────────────────────────────────────────────────
 def quantize(src: Path, out: Path, data_dir: Path, *, calib_samples: int = 64, calib_seq_len: int = 512,
              smoothquant: float | None = 0.5, method: str = "gptq", eval_windows: int = 32, seed: int = 0,
-             vllm_prompts: int = 16, argv: list[str] | None = None) -> dict:
+             vllm_prompts: int = 16, threads: int = 1, argv: list[str] | None = None) -> dict:
     """Quantize `src` into `out` (replaced); returns the report also written to `out/quickcode_quant.json`."""
     if not QUANT_PYTHON.exists():
         raise SystemExit(f"{QUANT_PYTHON} is missing: run `scripts/setup.sh quant` (llm-compressor's own venv)")
@@ -52,7 +52,7 @@ def quantize(src: Path, out: Path, data_dir: Path, *, calib_samples: int = 64, c
     shutil.rmtree(tmp, ignore_errors=True)
     cmd = [str(QUANT_PYTHON), "-m", "draft_model.quantize", "--worker", "--src", str(src), "--out", str(tmp),
            "--data", str(data_dir), "--calib-samples", str(calib_samples), "--calib-seq-len", str(calib_seq_len),
-           "--method", method, "--eval-windows", str(eval_windows), "--seed", str(seed)]
+           "--method", method, "--eval-windows", str(eval_windows), "--seed", str(seed), "--threads", str(threads)]
     if smoothquant:
         cmd += ["--smoothquant", str(smoothquant)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -152,7 +152,7 @@ def _worker(a: argparse.Namespace) -> None:
     from llmcompressor.modifiers.transform.smoothquant import SmoothQuantModifier
     from transformers import AutoModelForCausalLM
 
-    torch.set_num_threads(1)  # two threads beside another busy process: far slower (docs/decisions.md#one-thread)
+    torch.set_num_threads(a.threads)  # 1 beside a busy process: 2 were far slower (docs/decisions.md#one-thread)
     torch.manual_seed(a.seed)
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(a.src, dtype=torch.bfloat16)
@@ -196,4 +196,5 @@ if __name__ == "__main__":
     p.add_argument("--method", choices=("gptq", "rtn"), default="gptq")
     p.add_argument("--eval-windows", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
     _worker(p.parse_args())
