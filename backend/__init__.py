@@ -17,6 +17,7 @@ Read in the order of a request:
   scheduler.py   pure admission logic: newest first per user, supersede, prefetch on spare capacity, shedding
   engine.py      the `Engine` protocol the service streams from (`Delta`, `EngineStats`)
   vllm_engine.py   the engine on vLLM's AsyncLLM (with vllm_logits.py the only modules that import vLLM)
+  remote_engine.py the engine on a remote OpenAI-compatible vLLM server or router (`engine = "openai"`)
   vllm_logits.py   our vLLM logits processor: copy_model.py (the prompt's own n-grams mixed in) and
                    heal_mask.py (a healed prefix's text written again by agreeing tokens)
   fake_engine.py   scripted tokens on an injected clock (fake_clock.py): tests of our own code, no vLLM

@@ -172,14 +172,22 @@ async def refuse_session(ws: WebSocket, message: str) -> None:
         pass
 
 
+def build_engine(settings: Settings) -> Engine:
+    """The engine `settings.engine` names: vLLM in this process, or a remote OpenAI-compatible vLLM server."""
+    if settings.engine == "openai":
+        from backend.remote_engine import RemoteEngine
+
+        return RemoteEngine(settings)
+    from backend.vllm_engine import VllmEngine
+
+    return VllmEngine(settings)
+
+
 def create_app(settings: Settings | None = None, engine: Engine | None = None) -> FastAPI:
-    """The app over `engine` (default: vLLM, built from `settings`; tests pass a
+    """The app over `engine` (default: `build_engine(settings)`; tests pass a
     `backend.fake_engine.FakeEngine`)."""
     settings = settings or Settings()
-    if engine is None:
-        from backend.vllm_engine import VllmEngine
-
-        engine = VllmEngine(settings)
+    engine = engine if engine is not None else build_engine(settings)
     backend = Backend(settings, engine)
 
     @asynccontextmanager

@@ -1,9 +1,11 @@
 """What the completion service needs from an inference engine: the `Engine` protocol, its stream item `Delta`
 and its step statistics `EngineStats`.
 
-Two engines implement it: `backend.vllm_engine.VllmEngine` (vLLM's AsyncLLM: what `quickcode serve` runs) and
-`backend.fake_engine.FakeEngine` (scripted tokens on an injected clock: tests of our own code in
-milliseconds). The service, session and OpenAI endpoint import only this module, never vLLM.
+Three engines implement it: `backend.vllm_engine.VllmEngine` (vLLM's AsyncLLM in this process: what
+`quickcode serve` runs by default), `backend.remote_engine.RemoteEngine` (an OpenAI-compatible vLLM server or
+router: `engine = "openai"`) and `backend.fake_engine.FakeEngine` (scripted tokens on an injected clock: tests
+of our own code in milliseconds). The service, session and OpenAI endpoint import only this module, never
+vLLM.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ class Delta:
     text: str
     num_tokens: int
     finish_reason: str | None = None   # vLLM's: "stop" | "length" | "abort"
+    # prompt tokens found in the prefix cache: on the first delta (embedded), or on the last (a remote server
+    # says it in its final usage)
     num_cached_tokens: int = 0
     spec_draft_tokens: int = 0
     spec_accepted_tokens: int = 0

@@ -2,7 +2,9 @@
 
   * `start_backend` runs `quickcode serve` as a process (real vLLM) and waits for /readyz; `stop_backend`;
   * `InProcessBackend` runs the same uvicorn server in this process, in a thread with its own event loop, over
-    any `Engine` (the fake one in tests): real HTTP and WebSockets on a real port the OS picks.
+    any `Engine` (the fake one in tests): real HTTP and WebSockets on a real port the OS picks;
+  * `start_vllm_server` runs vLLM's own OpenAI-compatible server (what `engine = "openai"` is put in front
+    of).
 
 Both serve backend/serve.py's uvicorn settings, with TLS when the settings name a certificate.
 """
@@ -138,6 +140,50 @@ def stop_backend(backend: RunningBackend, timeout_s: float = 30.0) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(backend.proc.pid, signal.SIGKILL)
             backend.proc.wait(10)
+
+
+@dataclass
+class VllmServer(RunningBackend):
+    """vLLM's OpenAI-compatible server process: `base_url` is what `engine_url` takes, `model` its served
+    name."""
+    model: str = ""
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.http_url}/v1"
+
+
+def start_vllm_server(log_path: Path, model: Path, *args: str, served_model_name: str = "remote",
+                      max_model_len: int = 512, kv_cache_gib: int = 1, port: int | None = None,
+                      timeout_s: float = 600.0) -> VllmServer:
+    """Start `python -m vllm.entrypoints.openai.api_server` on `model` (the CLI entry `vllm serve` needs
+    package metadata the CPU wheel lacks) and wait until it lists the model. CPU flags: eager, 32-token blocks
+    with prefix caching, cached-token counts in usage, priority scheduling; `args` add to them."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+           "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_model_name,
+           "--max-model-len", str(max_model_len), "--enforce-eager", "--block-size", "32",
+           "--enable-prefix-caching", "--enable-prompt-tokens-details", "--scheduling-policy", "priority",
+           *args]
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib)}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                env=env)
+    server = VllmServer(port, proc, log_path, model=served_model_name)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vLLM's server exited with {proc.returncode}:\n{server.log_tail()}")
+        try:
+            with urllib.request.urlopen(f"{server.base_url}/models", timeout=2) as r:
+                if r.status == 200:
+                    return server
+        except Exception:
+            pass
+        time.sleep(0.5)
+    stop_backend(server)
+    raise RuntimeError(f"vLLM's server not ready after {timeout_s} s:\n{server.log_tail()}")
 
 
 class InProcessBackend(_Addressed):

@@ -215,6 +215,9 @@ class CompletionService:
                     self._observe_prefill(req, len(req.prompt_ids) - d.num_cached_tokens, now)
                 elif req.t_second is None:
                     req.t_second = now
+                # a remote engine says the cached count on the last delta only (its prefill sample above
+                # counted the whole prompt, as the scheduler's forecast does)
+                req.cached_tokens = max(req.cached_tokens, d.num_cached_tokens)
                 req.t_last = now
                 req.output_tokens += d.num_tokens
                 text = req.healed.feed(d.text)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
@@ -88,7 +88,33 @@ class Settings(BaseSettings):
     """POST /v1/completions without `best_of`: 1 is the greedy completion, streamed; 2..9 the first line only,
     the best of that many by the likelihood of the code around them (backend/rerank.py), sent whole."""
 
-    # ── vLLM engine
+    # ── the engine: embedded (vLLM in this process, the next section) or openai (docs/operators.md)
+    engine: Literal["embedded", "openai"] = "embedded"
+    """embedded: vLLM's AsyncLLM in this process; openai: an OpenAI-compatible vLLM server or router this
+    backend is put in front of (backend/remote_engine.py), prompts built here from the `model` folder's
+    tokenizer.json and config.json (no weights needed), the vLLM engine settings then the server's own."""
+    engine_url: str = ""
+    """engine = openai: the server's (or router's) OpenAI base URL, e.g. http://vllm-router:8000/v1."""
+    engine_api_key: SecretStr = SecretStr("")
+    """engine = openai: the server's API key (vLLM's --api-key); "" none."""
+    engine_model: str = ""
+    """engine = openai: the served model's name there; "" the only one it lists."""
+    engine_prompt: Literal["ids", "text"] = "ids"
+    """engine = openai: the prompt as token ids (exact), or as their text (special tokens spelled out; the
+    server tokenizes it again) for a router that reads prompts as strings (llm-d, the Gateway API Inference
+    Extension)."""
+    engine_priority: bool = False
+    """engine = openai: send vLLM our priority (a prefetch behind typed requests); the server must run
+    --scheduling-policy priority (with fcfs it refuses any priority but 0)."""
+    engine_route_header: str = "x-user-id"
+    """engine = openai: the header carrying the tenant's routing key (a hash of its cache salt; "" none), for
+    a router that pins by header (production-stack --routing-logic session --session-key x-user-id)."""
+    engine_timeout_s: float = Field(default=30.0, gt=0)
+    """engine = openai: the connect and read timeout of a request to the server."""
+    engine_start_timeout_s: float = Field(default=600.0, gt=0)
+    """engine = openai: how long start-up waits for the server to answer and list the model."""
+
+    # ── vLLM engine (embedded)
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     """auto: on a CPU bfloat16 where it is native (AVX512-BF16, AMX-BF16, Arm BF16), float32 where it would be
     emulated (several times slower there: docs/decisions.md#dtype-auto); on a GPU the model's own dtype."""
@@ -234,17 +260,33 @@ class Settings(BaseSettings):
         return v
 
     @model_validator(mode="after")
+    def _remote_engine_needs_a_url(self) -> "Settings":
+        if self.engine == "openai":
+            if not self.engine_url.startswith(("http://", "https://")):
+                raise ValueError('engine = "openai" needs engine_url, the server\'s base URL '
+                                 f"(http(s)://host:port/v1), got {self.engine_url!r}")
+            if self.spec_method != "off":
+                raise ValueError('spec_method is the remote server\'s own with engine = "openai" (vLLM\'s '
+                                 '--speculative-config there): leave it "off"')
+        return self
+
+    @model_validator(mode="after")
     def _logits_processing_needs_plain_decoding(self) -> "Settings":
-        # vLLM 0.32 verifies speculated tokens without custom logits processors: the copy model would mix into
-        # some tokens and not others (greedy output would depend on speculation), and the healing mask would
-        # not hold past the first token. Left at their defaults they give way to speculation; set, refused.
-        if self.spec_method == "off":
+        # Our logits processors (the copy model, token healing's mask) run inside an embedded vLLM that
+        # decodes plainly. vLLM 0.32 verifies speculated tokens without custom logits processors: the copy
+        # model would mix into some tokens and not others (greedy output would depend on speculation), and
+        # the healing mask would not hold past the first token. A remote server (engine = "openai") does not
+        # load ours at all. Left at their defaults they give way; set, refused.
+        if self.engine == "openai":
+            needs = 'engine = "embedded" (a remote server runs no logits processor of ours)'
+        elif self.spec_method != "off":
+            needs = 'spec_method = "off" (vLLM verifies speculated tokens without custom logits processors)'
+        else:
             return self
         asked = {"copy_lambdas": bool(parse_lambdas(self.copy_lambdas)), "heal_token": self.heal_token}
         for name, on in asked.items():
             if on and name in self.model_fields_set:
-                raise ValueError(f"{name} needs spec_method = \"off\" (vLLM verifies speculated tokens "
-                                 "without custom logits processors)")
+                raise ValueError(f"{name} needs {needs}")
         self.copy_lambdas, self.heal_token = "", False
         return self
 

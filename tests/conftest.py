@@ -1,5 +1,6 @@
 """Shared fixtures. One real backend (`quickcode serve`, real vLLM on the committed tiny models) per test
-session, started on first use by any test marked `engine`; editor and LSP tests reuse it. `fake_backend` starts
+session, started on first use by any test marked `engine`; editor and LSP tests reuse it (`vllm_server`: vLLM's
+own OpenAI-compatible server, for the remote engine's test). `fake_backend` starts
 in-process backends (real uvicorn, real sockets) over a `FakeEngine`, for tests of our own code; `fake` is one
 such backend shared by a module's tests, whose text depends on the whole prompt (`prompt_words`).
 
@@ -60,6 +61,25 @@ def backend() -> RunningBackend:
     b = start_backend(ARTIFACTS / "logs" / "backend-session.log", *sets, timeout_s=400)
     yield b
     stop_backend(b)
+
+
+@pytest.fixture(scope="session")
+def vllm_server():
+    """vLLM's own OpenAI-compatible server on the committed tiny target, once per session (the engine test of
+    `engine = "openai"`, tests/test_remote_engine.py): 30-60 s to start, both cores while it does.
+
+    QUICKCODE_TEST_VLLM_PORT=<port> reuses one you already run with `start_vllm_server`'s flags (development
+    only; its one model is found by name)."""
+    from backend.launch import VllmServer, start_vllm_server
+
+    port = os.environ.get("QUICKCODE_TEST_VLLM_PORT")
+    if port:
+        yield VllmServer(int(port), None, Path(os.devnull))
+        return
+    server = start_vllm_server(ARTIFACTS / "logs" / "vllm-server-session.log", REPO / "models" / "target",
+                               served_model_name="tiny-remote", timeout_s=400)
+    yield server
+    stop_backend(server)
 
 
 def prompt_words(prompt: str) -> list[str]:
