@@ -3,7 +3,9 @@ official `openai` client: the prompt as token ids (our tokenizer and FIM templat
 folder), streamed `POST /v1/completions`, cancel = closing the stream.
 
 What the service needs and how it travels:
-  * a token-id prompt: `prompt` as a list of ids (vLLM takes them as they are, no re-tokenization);
+  * a token-id prompt: `prompt` as a list of ids (vLLM takes them as they are, no re-tokenization), or with
+    `engine_prompt = "text"` their text (special tokens spelled out, `add_special_tokens` off), for a router
+    that reads prompts as strings (the Gateway API Inference Extension's endpoint picker);
   * the tenant's prefix-cache salt: vLLM's `cache_salt`, and a routing key derived from it in the header
     `engine_route_header`, so that a router that pins by header (the production-stack router's session
     routing, Gateway API session persistence, a consistent hash on a header) keeps a tenant on the replica
@@ -77,8 +79,8 @@ class RemoteEngine:
             raise
         self.started_s = time.perf_counter() - t0
         self._ready = True
-        log.info("remote engine ready in %.1f s: %s, model %r (context %d tokens), priority %s, "
-                 "route header %s", self.started_s, s.engine_url, self.model, self.max_model_len,
+        log.info("remote engine ready in %.1f s: %s, model %r (context %d tokens), prompts as %s, priority %s, "
+                 "route header %s", self.started_s, s.engine_url, self.model, self.max_model_len, s.engine_prompt,
                  "sent" if s.engine_priority else "not sent", s.engine_route_header or "none")
 
     def _wait_for_model(self, probe, t0: float) -> int:
@@ -161,12 +163,18 @@ class RemoteEngine:
         return None if self._ready else "engine starting (waiting for the remote server)"
 
     # ── requests
-    def _args(self, request_id: str, cache_salt: str | None, priority: int) -> dict:
-        """What every request carries besides its sampling: the tenant's salt and routing key, the priority,
-        and an id that names our request in the server's logs without carrying client text."""
+    def _args(self, request_id: str, prompt_ids: list[int], cache_salt: str | None, priority: int) -> dict:
+        """What every request carries besides its sampling: the prompt (ids, or with `engine_prompt = "text"`
+        their text, special tokens spelled out, for a router that reads prompts as strings), the tenant's salt
+        and routing key, the priority, and an id that names our request in the server's logs without carrying
+        client text."""
         s = self.settings
         rid = "qc-" + hashlib.blake2s(request_id.encode(), digest_size=8).hexdigest()
         extra: dict[str, Any] = {"request_id": rid, "skip_special_tokens": True}
+        prompt: list[int] | str = prompt_ids
+        if s.engine_prompt == "text":
+            prompt = self.tokenizer.decode(prompt_ids, skip_special_tokens=False)
+            extra["add_special_tokens"] = False     # the ids' own BOS and FIM tokens are in the text already
         if self.template is not None and self.template.stop_ids:
             extra["stop_token_ids"] = list(self.template.stop_ids)
         if cache_salt is not None:
@@ -176,7 +184,7 @@ class RemoteEngine:
         headers = {}
         if cache_salt is not None and s.engine_route_header:
             headers[s.engine_route_header] = route_key(cache_salt)
-        return {"model": self.model, "extra_body": extra, "extra_headers": headers}
+        return {"model": self.model, "prompt": prompt, "extra_body": extra, "extra_headers": headers}
 
     async def generate(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str],
                        temperature: float, priority: int, cache_salt: str | None = None,
@@ -186,9 +194,9 @@ class RemoteEngine:
         to here (no logits processor remotely: the settings turn heal_token off)."""
         self._loop = self._loop or asyncio.get_running_loop()
         stream = await self.client.completions.create(
-            prompt=prompt_ids, max_tokens=max_tokens, temperature=temperature, stream=True,
+            max_tokens=max_tokens, temperature=temperature, stream=True,
             stream_options={"include_usage": True, "continuous_usage_stats": True},
-            **_stop(stop), **self._args(request_id, cache_salt, priority))
+            **_stop(stop), **self._args(request_id, prompt_ids, cache_salt, priority))
         self._streams[request_id] = stream
         self.stats.num_running += 1
         tokens, held = 0, None
@@ -237,14 +245,13 @@ class RemoteEngine:
         """`n` completions of one request (text with the stop string that ended it, tokens), whole; cancelling
         the caller closes the connection, which aborts the request on the server."""
         self._loop = self._loop or asyncio.get_running_loop()
-        args = self._args(request_id, cache_salt, priority)
+        args = self._args(request_id, prompt_ids, cache_salt, priority)
         args["extra_body"].update(include_stop_str_in_output=True, min_tokens=min_tokens,
                                   return_token_ids=True)   # the tokens of each choice
         self.stats.num_running += 1
         try:
-            out = await self.client.completions.create(
-                prompt=prompt_ids, max_tokens=max_tokens, n=n, seed=seed, temperature=temperature,
-                **_stop(stop), **args)
+            out = await self.client.completions.create(max_tokens=max_tokens, n=n, seed=seed,
+                                                       temperature=temperature, **_stop(stop), **args)
         finally:
             self.stats.num_running -= 1
         choices = sorted(out.choices, key=lambda c: c.index)
@@ -255,17 +262,18 @@ class RemoteEngine:
     async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
                            cache_salt: str | None = None) -> list[float]:
         """For each (ids, first): Σ log P(ids[i] | ids[:i]) for i ≥ first, from vLLM's `prompt_logprobs`, one
-        request per window, all at once."""
+        request per window, all at once. A window the server tokenized otherwise (a text prompt) scores -inf."""
         self._loop = self._loop or asyncio.get_running_loop()
 
         async def one(i: int, ids: list[int], first: int) -> float:
-            args = self._args(f"{request_id}-s{i}", cache_salt, priority)
+            args = self._args(f"{request_id}-s{i}", ids, cache_salt, priority)
             args["extra_body"]["prompt_logprobs"] = 0
-            out = await self.client.completions.create(prompt=ids, max_tokens=1, temperature=0.0, **args)
+            out = await self.client.completions.create(max_tokens=1, temperature=0.0, **args)
             lps = (out.choices[0].model_extra or {}).get("prompt_logprobs") if out.choices else None
-            if not lps:
+            if not lps or len(lps) != len(ids):
                 return float("-inf")
-            return sum(lps[j][str(ids[j])]["logprob"] for j in range(max(1, first), len(ids)))
+            found = [(lps[j] or {}).get(str(ids[j])) for j in range(max(1, first), len(ids))]
+            return float("-inf") if None in found else sum(f["logprob"] for f in found)
 
         self.stats.num_running += len(windows)
         try:

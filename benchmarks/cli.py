@@ -10,7 +10,8 @@ BENCHES = {
     "trace": ("benchmarks.trace", "replay a code-completion trace (Azure format) over WebSockets"),
     "overload": ("benchmarks.overload", "~3x the sustainable rate: our scheduler vs a FIFO baseline, one run"),
     "sessions": ("benchmarks.sessions", "10,000 concurrent WebSocket sessions held by one backend"),
-    "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM; tokenization"),
+    "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM (or over a vLLM "
+                                        "server called directly: --engine openai); tokenization"),
     "typing": ("benchmarks.typing", "replay typing through the real language server vs a naive baseline"),
     "cold": ("benchmarks.cold", "cold prompts through /v1/completions: time to the first chunk vs the 600 ms budget"),
     "neovim": ("benchmarks.neovim_typing", "a developer typing in a real Neovim: asked at pauses vs on every change"),

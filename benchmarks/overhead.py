@@ -1,4 +1,5 @@
-"""`quickcode bench overhead`: latency our layers (WebSocket, session, scheduler, tokenizer) add over raw AsyncLLM."""
+"""`quickcode bench overhead`: latency our layers (WebSocket, session, scheduler, tokenizer) add over raw AsyncLLM
+(`--engine openai`: over an OpenAI-compatible vLLM server called directly, benchmarks/overhead_remote.py)."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=4)
     p.add_argument("--tokenize-n", type=int, default=2000, help="build_prompt calls on 2,048-token contexts")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--engine", choices=("embedded", "openai"), default="embedded",
+                   help="openai: quickcode in front of an OpenAI-compatible vLLM server vs that server called "
+                        "directly (benchmarks/overhead_remote.py)")
+    p.add_argument("--engine-url", default="", help="with --engine openai: the server's base URL (default: start "
+                                                    "vLLM's own server on the target model)")
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -28,6 +34,10 @@ def run(args: argparse.Namespace) -> dict:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
     overrides = dict(kv.split("=", 1) for kv in args.set)
+    if args.engine == "openai":
+        from benchmarks import overhead_remote
+
+        return overhead_remote.run(args, overrides)
     settings = Settings(port=free_port(), **overrides)
     progress("loading the code corpus")
     corpus = CodeCorpus(seed=args.seed)
@@ -59,7 +69,7 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
     engine = backend.engine
     url = f"ws://127.0.0.1:{settings.port}/v1/ws"
     session = await Session(url, "overhead").open()
-    budget = engine.prompt_budget_tokens
+    budget = backend.service.prompt_budget_tokens
 
     # Per engine request: when AsyncLLM's input processing (tokenizing a text prompt, checking an ids prompt)
     # started and ended, and when AsyncLLM yielded the first text. Everything from input processing's end to the

@@ -24,7 +24,7 @@ from backend.settings import Settings
 from protocol import Complete
 from tests import vocab
 from tests.conftest import REPO
-from tests.ws_helpers import complete, open_session, read_until_terminal, recv
+from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -51,10 +51,12 @@ def remote(vllm_server):
         yield b
 
 
-def server_metrics(server) -> dict[tuple[str, tuple], float]:
-    """The vLLM server's own /metrics: {(sample name, sorted label items without engine/model): value}."""
-    with urllib.request.urlopen(f"{server.http_url}/metrics", timeout=10) as r:
-        text = r.read().decode()
+def server_metrics(server, token: str | None = None) -> dict[tuple[str, tuple], float]:
+    """A server's /metrics (vLLM's, or our backend's with a token): {(sample name, sorted label items without
+    engine/model): value}."""
+    status, body = http_get(f"{server.http_url}/metrics", token=token, timeout_s=10)
+    assert status == 200, body
+    text = body.decode()
     out: dict[tuple[str, tuple], float] = {}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
@@ -78,12 +80,12 @@ def direct(remote, ids: list[int], max_tokens: int) -> dict:
         return json.loads(r.read())["choices"][0]
 
 
-def prompt_ids(remote, prefix: str) -> list[int]:
+def prompt_ids(remote, prefix: str, suffix: str = "") -> list[int]:
     """The ids the service builds for a `complete` of `prefix` (no text given back to the model: it does not end
     in a space)."""
     svc = remote.backend.service
-    ids, healed = complete_prompt(Complete(id="x", prefix=prefix), remote.settings, remote.engine.tokenizer,
-                                  remote.engine.template, svc.prompt_budget_tokens)
+    ids, healed = complete_prompt(Complete(id="x", prefix=prefix, suffix=suffix), remote.settings,
+                                  remote.engine.tokenizer, remote.engine.template, svc.prompt_budget_tokens)
     assert healed == ""
     return ids
 
@@ -107,6 +109,7 @@ def test_each_user_hits_only_their_own_prefix_cache_on_the_server(remote):
     rng = random.Random()
     secret = "".join(f"    secret_{rng.getrandbits(40):x} = {rng.getrandbits(30)}\n" for _ in range(12))
     prompt = "def load_credentials():\n" + secret           # over 3 blocks of 32 tokens
+    ours = server_metrics(remote, ALICE)
     a, _ = open_session(remote.ws_url, token=ALICE)
     b, _ = open_session(remote.ws_url, token=BOB)
     with a, b:
@@ -118,6 +121,12 @@ def test_each_user_hits_only_their_own_prefix_cache_on_the_server(remote):
         assert probe.kind == "done" and probe.terminal["timing"]["cached_tokens"] == 0, probe.terminal
         own = complete(b, "b2", prompt, max_tokens=2)
         assert own.kind == "done" and own.terminal["timing"]["cached_tokens"] >= 64, own.terminal
+    # our own metrics over the remote engine: each request's first token timed, the cache hits it reported
+    after = server_metrics(remote, ALICE)
+    delta = {k: after.get(k, 0.0) - ours.get(k, 0.0) for k in after}
+    assert delta[("quickcode_engine_ttft_seconds_count", ())] == 4
+    hits = again.terminal["timing"]["cached_tokens"] + own.terminal["timing"]["cached_tokens"]
+    assert delta[("quickcode_prefix_cache_hits_tokens_total", ())] == hits
 
 
 def test_a_superseded_request_is_aborted_on_the_server(remote, vllm_server):
@@ -168,3 +177,18 @@ def test_a_model_folder_with_another_tokenizer_is_refused(vllm_server, tmp_path)
     with pytest.raises(RuntimeError, match="is not the one"):
         engine.start()
     assert engine.dead and not engine.ready
+
+
+def test_a_text_prompt_for_routers_that_read_strings_completes_as_the_ids_do(remote, vllm_server):
+    """`engine_prompt = "text"` (for the Gateway API Inference Extension's endpoint picker): a fill-in-the-middle
+    prompt, its special tokens spelled out, is tokenized back by the server into our ids: the same completion.
+    (Last in the file: a second backend in this process takes over the process-wide engine metrics.)"""
+    prefix, suffix = "def add(a, b):\n    return a", " + b\n\nprint(add(1, 2))\n"   # text after the cursor: FIM
+    ids = prompt_ids(remote, prefix, suffix)
+    assert remote.engine.template.prefix_id in ids
+    with InProcessBackend(settings(vllm_server, engine_prompt="text")) as text_backend:
+        ws, _ = open_session(text_backend.ws_url, token=BOB)
+        with ws:
+            r = complete(ws, "t1", prefix, suffix=suffix, max_tokens=6)
+    assert r.kind == "done", r.terminal
+    assert r.text == direct(remote, ids, 6)["text"]

@@ -7,9 +7,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from tokenizers import Tokenizer
+
 from backend.app import build_engine
+from backend.engine import load_tokenizer
+from backend.fim import complete_prompt
 from backend.remote_engine import RemoteEngine, route_key
 from backend.settings import Settings
+from protocol import Complete
 
 URL = "http://vllm.internal:8000/v1"
 
@@ -47,14 +52,29 @@ def test_the_engine_setting_picks_the_remote_engine():
 
 def test_a_request_carries_the_tenants_salt_and_a_routing_key_but_no_client_text():
     engine = RemoteEngine(Settings(engine="openai", engine_url=URL, engine_model="m"))
-    a = engine._args("sess:my secret id", "salt-a", priority=1)
-    assert a["model"] == "m" and a["extra_body"]["cache_salt"] == "salt-a"
+    a = engine._args("sess:my secret id", [5, 6], "salt-a", priority=1)
+    assert a["model"] == "m" and a["prompt"] == [5, 6] and a["extra_body"]["cache_salt"] == "salt-a"
     assert "priority" not in a["extra_body"]                          # fcfs servers refuse priority != 0
     assert a["extra_headers"] == {"x-user-id": route_key("salt-a")}
     assert "salt-a" not in route_key("salt-a") and route_key("salt-a") != route_key("salt-b")
     assert "secret" not in a["extra_body"]["request_id"] and a["extra_body"]["request_id"].startswith("qc-")
-    shared = engine._args("sess:2", None, priority=0)                 # cache_isolation shared: no salt, no pin
+    shared = engine._args("sess:2", [5], None, priority=0)                 # cache_isolation shared: no salt, no pin
     assert "cache_salt" not in shared["extra_body"] and shared["extra_headers"] == {}
     prio = RemoteEngine(Settings(engine="openai", engine_url=URL, engine_priority=True, engine_route_header=""))
-    b = prio._args("sess:3", "salt-a", priority=1)
+    b = prio._args("sess:3", [5], "salt-a", priority=1)
     assert b["extra_body"]["priority"] == 1 and b["extra_headers"] == {}
+
+
+def test_a_text_prompt_is_the_ids_spelled_out_and_tokenizes_back_to_them_on_the_server():
+    """`engine_prompt = "text"`: the server's tokenizer (the model folder's tokenizer.json as it is, which reads
+    FIM markers as the special tokens they are) turns the text back into the very ids we built."""
+    s = Settings(engine="openai", engine_url=URL, engine_prompt="text", fim_policy="always")
+    engine = RemoteEngine(s)
+    engine.tokenizer, engine.template = load_tokenizer(s)
+    msg = Complete(id="x", prefix="def add(a, b):\n    return a", suffix="\n\nprint(add(1, 2))\n")
+    ids, _ = complete_prompt(msg, s, engine.tokenizer, engine.template, 400)
+    assert engine.template.prefix_id in ids                           # a FIM prompt: special tokens in it
+    args = engine._args("sess:1", ids, "salt", priority=0)
+    assert isinstance(args["prompt"], str) and args["extra_body"]["add_special_tokens"] is False
+    server_side = Tokenizer.from_file(str(s.target_path / "tokenizer.json"))
+    assert server_side.encode(args["prompt"], add_special_tokens=False).ids == ids
