@@ -79,9 +79,10 @@ class RemoteEngine:
             raise
         self.started_s = time.perf_counter() - t0
         self._ready = True
-        log.info("remote engine ready in %.1f s: %s, model %r (context %d tokens), prompts as %s, priority %s, "
-                 "route header %s", self.started_s, s.engine_url, self.model, self.max_model_len, s.engine_prompt,
-                 "sent" if s.engine_priority else "not sent", s.engine_route_header or "none")
+        log.info("remote engine ready in %.1f s: %s, model %r (context %d tokens), prompts as %s, "
+                 "priority %s, route header %s", self.started_s, s.engine_url, self.model, self.max_model_len,
+                 s.engine_prompt, "sent" if s.engine_priority else "not sent",
+                 s.engine_route_header or "none")
 
     def _wait_for_model(self, probe, t0: float) -> int:
         """Ask `GET /models` until the server answers (it may be starting too); the model's context length."""
@@ -262,7 +263,7 @@ class RemoteEngine:
     async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
                            cache_salt: str | None = None) -> list[float]:
         """For each (ids, first): Σ log P(ids[i] | ids[:i]) for i ≥ first, from vLLM's `prompt_logprobs`, one
-        request per window, all at once. A window the server tokenized otherwise (a text prompt) scores -inf."""
+        request per window, all at once. A window the server tokenized otherwise (a text prompt): -inf."""
         self._loop = self._loop or asyncio.get_running_loop()
 
         async def one(i: int, ids: list[int], first: int) -> float:
