@@ -8,8 +8,8 @@ What the service needs and how it travels:
     that reads prompts as strings (the Gateway API Inference Extension's endpoint picker);
   * the tenant's prefix-cache salt: vLLM's `cache_salt`, and a routing key derived from it in the header
     `engine_route_header`, so that a router that pins by header (the production-stack router's session
-    routing, Gateway API session persistence, a consistent hash on a header) keeps a tenant on the replica
-    that holds its cache;
+    routing, Envoy's or nginx's consistent hash on a header) keeps a tenant on the replica that holds its
+    cache;
   * abort: closing the HTTP stream (vLLM aborts a request whose client went away, streamed or not);
   * priority: vLLM's `priority` (a prefetch after the typed request), only with `engine_priority` (the server
     must run `--scheduling-policy priority`: with fcfs it refuses any priority but 0);
