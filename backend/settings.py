@@ -88,15 +88,14 @@ class Settings(BaseSettings):
     """POST /v1/completions without `best_of`: 1 is the greedy completion, streamed; 2..9 the first line only,
     the best of that many by the likelihood of the code around them (backend/rerank.py), sent whole."""
 
-    # ── the engine: embedded (vLLM in this process, the next section) or openai (docs/operators.md)
+    # ── engine (embedded vLLM, or a remote OpenAI-compatible server: docs/operators.md)
     engine: Literal["embedded", "openai"] = "embedded"
-    """embedded: vLLM's AsyncLLM in this process; openai: an OpenAI-compatible vLLM server or router this
-    backend is put in front of (backend/remote_engine.py), prompts built here from the `model` folder's
-    tokenizer.json and config.json (no weights needed), the vLLM engine settings then the server's own."""
+    """embedded: vLLM in this process; openai: an OpenAI-compatible vLLM server or router (remote_engine.py),
+    with prompts built from the `model` folder's tokenizer (no weights needed) and vLLM's settings its own."""
     engine_url: str = ""
     """engine = openai: the server's (or router's) OpenAI base URL, e.g. http://vllm-router:8000/v1."""
-    engine_api_key: SecretStr = SecretStr("")
-    """engine = openai: the server's API key (vLLM's --api-key); "" none."""
+    engine_api_key: SecretStr = Field(default="", validate_default=True)
+    """engine = openai: the server's API key (vLLM's --api-key; "" none), kept out of logs and reprs."""
     engine_model: str = ""
     """engine = openai: the served model's name there; "" the only one it lists."""
     engine_prompt: Literal["ids", "text"] = "ids"

@@ -40,7 +40,9 @@ def sha(token: str) -> str:
 
 
 def settings(server, **overrides) -> Settings:
-    return Settings(**{"engine": "openai", "engine_url": server.base_url, "engine_model": server.model,
+    # the folder the server serves (a bare Settings takes its model from the embedded profile)
+    return Settings(**{"model": REPO / "models" / "target", "engine": "openai", "engine_url": server.base_url,
+                       "engine_model": server.model,
                        "engine_priority": True, "auth_tokens": f"alice:{sha(ALICE)},bob:{sha(BOB)}",
                        "replica_id": "remote", "shutdown_drain_s": 0.0, **overrides})
 

@@ -13,7 +13,7 @@ from backend.app import build_engine
 from backend.engine import load_tokenizer
 from backend.fim import complete_prompt
 from backend.remote_engine import RemoteEngine, route_key
-from backend.settings import Settings
+from backend.settings import MODELS, Settings
 from protocol import Complete
 
 URL = "http://vllm.internal:8000/v1"
@@ -68,7 +68,8 @@ def test_a_request_carries_the_tenants_salt_and_a_routing_key_but_no_client_text
 def test_a_text_prompt_is_the_ids_spelled_out_and_tokenizes_back_to_them_on_the_server():
     """`engine_prompt = "text"`: the server's tokenizer (the model folder's tokenizer.json as it is, which reads
     FIM markers as the special tokens they are) turns the text back into the very ids we built."""
-    s = Settings(engine="openai", engine_url=URL, engine_prompt="text", fim_policy="always")
+    s = Settings(engine="openai", engine_url=URL, engine_prompt="text", fim_policy="always",
+                 model=MODELS / "target")
     engine = RemoteEngine(s)
     engine.tokenizer, engine.template = load_tokenizer(s)
     msg = Complete(id="x", prefix="def add(a, b):\n    return a", suffix="\n\nprint(add(1, 2))\n")
