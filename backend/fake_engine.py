@@ -109,6 +109,14 @@ class FakeEngine:
         self.started_s = time.perf_counter() - t0
         self._started = True
 
+    def start_like(self, other: "FakeEngine") -> None:
+        """Start with a started engine's tokenizer and template (tests that start many engines load them
+        once)."""
+        self.tokenizer, self.template = other.tokenizer, other.template
+        self.max_model_len = other.max_model_len
+        self.started_s = 0.0
+        self._started = True
+
     def shutdown(self) -> None:
         self.shut_down = True
 
@@ -118,6 +126,12 @@ class FakeEngine:
         for req in self.requests.values():
             if req.state != "finished":
                 self._finish(req, None, "engine_died")
+
+    def fail(self, request_id: str) -> None:
+        """One request fails in the engine (its stream raises); the engine and the other requests live on."""
+        req = self.requests.get(request_id)
+        if req is not None and req.state != "finished":
+            self._finish(req, None, "engine_died")
 
     @property
     def ready(self) -> bool:
