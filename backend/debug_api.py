@@ -25,11 +25,12 @@ class Rates(BaseModel):
 
 class SchedulerPatch(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    mode: Literal["latency", "fifo"] | None = None
+    mode: Literal["latency", "fifo", "priority"] | None = None
     ttft_budget_s: float | None = Field(default=None, gt=0)
     max_running: int | None = Field(default=None, ge=1, le=4096)
     shed_enabled: bool | None = None
     per_user_inflight: int | None = Field(default=None, ge=1, le=1024)
+    admit_cap: int | None = Field(default=None, ge=0, le=1_000_000)
     rates: Rates | None = None   # restore measured rates (an A/B run switching modes on one engine)
 
 
@@ -66,6 +67,6 @@ def register(app: FastAPI, backend) -> None:
             for key, value in patch.rates.model_dump(exclude_none=True).items():
                 setattr(rates, key, value)
         return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
-                                                "per_user_inflight")},
+                                                "per_user_inflight", "admit_cap")},
                 "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,
                           "output_fill": rates.output_fill}}

@@ -22,7 +22,10 @@ cancels, disconnects, engine finishes and failures by tests/unit/test_scheduler_
      estimate is expected to need another quarter of it. Only a request that finds the engine idle
      (nothing running) is never shed: an idle engine serves even a prompt slower than the budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
-In `fifo` mode (the baseline) none of this applies: every request starts at once, in arrival order.
+The baselines (`quickcode bench overload`) pass every request to the engine at once, and none of this applies:
+`fifo` in arrival order (one engine priority), `priority` with vLLM's priorities newest first (vLLM's own
+scheduler orders its waiting queue by them). In both, `admit_cap` > 0 answers a request over that many live
+ones `shed` at once (a bounded queue that says "busy").
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ from enum import StrEnum
 from typing import Hashable
 
 Key = Hashable
+PASS_THROUGH = ("fifo", "priority")   # modes that hand every request to the engine at once
+PREFETCH_BAND = 1 << 40               # `priority` mode: each prefetch's engine priority is above the normals'
 
 
 class Reason(StrEnum):
@@ -58,7 +63,7 @@ class Job:
 @dataclass(frozen=True)
 class Start:
     key: Key
-    engine_priority: int             # vLLM `priority=` (lower first): normal 0, prefetch 1
+    engine_priority: int             # vLLM `priority=` (lower first): normal 0, prefetch 1 (`priority`: -seq)
 
 
 @dataclass(frozen=True)
@@ -73,12 +78,13 @@ Action = Start | End
 
 @dataclass
 class SchedulerConfig:
-    mode: str = "latency"            # "latency" | "fifo"
+    mode: str = "latency"            # "latency" | "fifo" | "priority"
     max_running: int = 4
     per_user_inflight: int = 2
     ttft_budget_s: float = 0.2
     prefetch_share: float = 0.5
     shed_enabled: bool = True
+    admit_cap: int = 0               # fifo/priority: live requests beyond it are shed at once (0: no cap)
 
 
 @dataclass
@@ -180,7 +186,9 @@ class Scheduler:
         self.jobs[job.key] = job
         self.by_user.setdefault(job.user, OrderedDict())[job.key] = job
         self.queue[job.key] = job
-        if self.cfg.mode == "fifo":
+        if self.cfg.mode in PASS_THROUGH:
+            if 0 < self.cfg.admit_cap < len(self.jobs):
+                return [self._end(job, Reason.SHED)]
             return self._start_ready(now)
         actions: list[Action] = []
         older = [j for j in self.by_user[job.user].values()
@@ -214,7 +222,7 @@ class Scheduler:
 
     def tick(self, now: float) -> list[Action]:
         """Shed queued requests that can no longer get a first token within the budget."""
-        if self.cfg.mode == "fifo" or not self.cfg.shed_enabled:
+        if self.cfg.mode in PASS_THROUGH or not self.cfg.shed_enabled:
             return self._start_ready(now)
         return self._shed_late(now) + self._start_ready(now)
 
@@ -225,7 +233,7 @@ class Scheduler:
 
     def _start_ready(self, now: float) -> list[Action]:
         actions: list[Action] = []
-        if self.cfg.mode == "fifo":
+        if self.cfg.mode in PASS_THROUGH:
             for job in list(self.queue.values()):
                 actions.append(self._start(job, now))
             return actions
@@ -248,7 +256,12 @@ class Scheduler:
         del self.queue[job.key]
         job.running, job.started_s = True, now
         self.running[job.key] = job
-        return Start(job.key, 1 if job.prefetch else 0)
+        return Start(job.key, self._engine_priority(job))
+
+    def _engine_priority(self, job: Job) -> int:
+        if self.cfg.mode == "priority":     # newest first, every prefetch after every normal request
+            return (PREFETCH_BAND if job.prefetch else 0) - job.seq
+        return 1 if job.prefetch else 0
 
     def _end(self, job: Job, reason: Reason) -> End:
         was_running = job.running

@@ -75,7 +75,7 @@ class CompletionService:
             mode=settings.scheduler, max_running=settings.max_running,
             per_user_inflight=settings.per_user_inflight,
             ttft_budget_s=settings.ttft_budget_ms / 1000, prefetch_share=settings.prefetch_max_running_share,
-            shed_enabled=settings.shed_enabled), RateModel())
+            shed_enabled=settings.shed_enabled, admit_cap=settings.admit_cap), RateModel())
         self.requests: dict[tuple[str, str], Request] = {}
         self.limits = TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst)
         self.chars_per_token = model_info(settings.target_path).chars_per_token

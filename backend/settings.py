@@ -150,8 +150,9 @@ class Settings(BaseSettings):
     """vLLM's step statistics: the speculation and prefix-cache metrics come from them."""
 
     # ── scheduler (backend/scheduler.py)
-    scheduler: Literal["latency", "fifo"] = "latency"
-    """latency: newest first per user, supersede, prefetch on spare capacity, shedding; fifo: a baseline."""
+    scheduler: Literal["latency", "fifo", "priority"] = "latency"
+    """latency: newest first per user, supersede, prefetch on spare capacity, shedding; fifo and priority:
+    baselines that pass every request to vLLM at once (in arrival order; vLLM's priorities newest first)."""
     max_running: int = 4
     """Requests in the engine at once; the others wait in the admission queue."""
     per_user_inflight: int = 2
@@ -162,6 +163,8 @@ class Settings(BaseSettings):
     """Prefetches only start while fewer than this share of max_running run."""
     shed_enabled: bool = True
     """Shed requests that cannot meet ttft_budget_ms (finish reason `shed`) rather than serve them late."""
+    admit_cap: int = 0
+    """fifo and priority only: a request over this many live ones is answered `shed` at once (0: no cap)."""
     debug_endpoints: bool = False
     """Serve POST /debug/scheduler (benchmarks switch fifo/latency on one engine); needs
     admin_token_sha256."""

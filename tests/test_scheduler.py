@@ -292,6 +292,29 @@ def test_fifo_mode_passes_everything_through():
     assert s.cancel(3, 5.0) == [End(3, Reason.CANCELLED, True)]
 
 
+def test_fifo_with_an_admission_cap_answers_busy_at_once_and_keeps_arrival_order():
+    s = sched(mode="fifo", admit_cap=3)
+    acts = []
+    for i in range(5):
+        acts += s.submit(job(f"u{i}", prompt_tokens=1500, key=i), i * 0.001)
+    assert starts(acts) == [0, 1, 2]                            # vLLM queues them in this order (one priority)
+    assert ends(acts) == {3: (Reason.SHED, False), 4: (Reason.SHED, False)}
+    assert {a.engine_priority for a in acts if isinstance(a, Start)} == {0}
+    s.finished(0, 0.5)
+    assert starts(s.submit(job("u9", key=9), 0.5)) == [9] and len(s.running) == 3
+
+
+def test_priority_mode_hands_everything_to_vllm_newest_first():
+    s = sched(mode="priority", max_running=1)
+    acts = []
+    for i in range(4):
+        acts += s.submit(job("a" if i < 2 else f"u{i}", prefetch=i == 3, key=i), i * 0.001)
+    prio = {a.key: a.engine_priority for a in acts if isinstance(a, Start)}
+    assert set(prio) == {0, 1, 2, 3} and not ends(acts)          # no supersede, no slots of its own: vLLM's
+    assert sorted(prio, key=prio.get) == [2, 1, 0, 3]            # lower first: newest normal first, prefetch last
+    assert s.tick(10.0) == []
+
+
 # ── property test over random event sequences: invariants 2, 3 and 6 ───────────────────────────────────────
 
 op = st.one_of(

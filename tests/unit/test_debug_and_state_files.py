@@ -56,6 +56,9 @@ def test_debug_takes_only_the_admin_token_and_typed_values():
         r = client.post(url, json=bad, headers=admin)
         assert r.status_code == 400, (bad, r.text)
     assert svc.sched.cfg.shed_enabled is False and svc.sched.cfg.max_running == 3       # nothing half-applied
+    r = client.post(url, json={"mode": "priority", "admit_cap": 6}, headers=admin)
+    assert r.status_code == 200 and r.json()["admit_cap"] == 6 and svc.sched.cfg.mode == "priority"
+    assert client.post(url, json={"admit_cap": -1}, headers=admin).status_code == 400
     r = client.post(url, json={"rates": {"decode_tok_s": 123.0}}, headers=admin)
     assert r.status_code == 200 and r.json()["rates"]["decode_tok_s"] == 123.0
 

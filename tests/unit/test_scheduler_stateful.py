@@ -20,13 +20,17 @@ returns is checked against the caller's own view, and after every step:
     starts at once;
   * the scheduler's queue, running set and per-user table hold exactly the live requests (bounded by users ×
     cap), and are empty once everything has ended; every request ends exactly once.
+The baselines' modes (`fifo`, `priority`) run through the same machine: every request starts at once with its
+engine priority (`priority`: the newest first, prefetches after), a submit ends at most itself (over
+`admit_cap`, which bounds the live requests), and every request still ends exactly once.
 """
 from __future__ import annotations
 
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
+from backend.scheduler import (PASS_THROUGH, PREFETCH_BAND, End, Job, RateModel, Reason, Scheduler, SchedulerConfig,
+                               Start)
 
 USERS = ("u0", "u1", "u2", "u3", "u4", "u5")
 SESSIONS = tuple(f"{u}/s{i}" for u in USERS for i in (0, 1))
@@ -48,16 +52,22 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     # ── set-up
     @initialize(max_running=st.integers(1, 3), cap=st.integers(1, 3), share=st.sampled_from([0.25, 0.5, 1.0]),
-                budget_s=st.sampled_from([0.05, 0.2, 5.0]), shed=st.booleans())
-    def configure(self, max_running, cap, share, budget_s, shed):
-        cfg = SchedulerConfig(mode="latency", max_running=max_running, per_user_inflight=cap,
-                              ttft_budget_s=budget_s, prefetch_share=share, shed_enabled=shed)
+                budget_s=st.sampled_from([0.05, 0.2, 5.0]), shed=st.booleans(),
+                mode=st.sampled_from(["latency", "latency", "latency", "fifo", "priority"]),
+                admit_cap=st.sampled_from([0, 1, 2, 4]))
+    def configure(self, max_running, cap, share, budget_s, shed, mode, admit_cap):
+        cfg = SchedulerConfig(mode=mode, max_running=max_running, per_user_inflight=cap, ttft_budget_s=budget_s,
+                              prefetch_share=share, shed_enabled=shed, admit_cap=admit_cap)
         rates = RateModel(prefill_tok_s=10_000.0, decode_tok_s=100.0, output_fill=0.25)
         self.s = Scheduler(cfg, rates)
 
     @property
     def cfg(self) -> SchedulerConfig:
         return self.s.cfg
+
+    @property
+    def ours(self) -> bool:
+        return self.s is not None and self.cfg.mode not in PASS_THROUGH
 
     @property
     def prefetch_cap(self) -> int:
@@ -86,7 +96,9 @@ class SchedulerMachine(RuleBasedStateMachine):
             elif cause == "finished":
                 raise AssertionError(f"an engine finish ended another request: {a}")
             elif cause == "tick":
-                assert a.reason == Reason.SHED and not a.was_running, a
+                assert self.ours and a.reason == Reason.SHED and not a.was_running, a
+            elif not self.ours:   # a baseline's submit ends only itself, over the admission cap
+                assert a == End(key, Reason.SHED, False) and self.cfg.admit_cap == len(self.live()) - 1, a
             else:   # a submit by `user` of `key`
                 if a.reason == Reason.SUPERSEDED:
                     assert j.user == user and j.seq < self.jobs[key].seq, a
@@ -99,7 +111,14 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     def check_start(self, j: Job, a: Start) -> None:
         assert self.state[j.key] == "queued", f"{j.key} started twice, or after it ended"
+        if self.cfg.mode == "priority":        # vLLM orders by it, lower first: the newest first
+            assert a.engine_priority == (PREFETCH_BAND if j.prefetch else 0) - j.seq
+            assert all(a.engine_priority < self.s._engine_priority(self.jobs[k]) for k in self.live()
+                       if self.jobs[k].prefetch == j.prefetch and k != j.key)
+            return
         assert a.engine_priority == (1 if j.prefetch else 0)
+        if not self.ours:
+            return
         running = self.live("running")
         assert len(running) < self.cfg.max_running, "a start past max_running"
         queued_normal = [k for k in self.live("queued") if not self.jobs[k].prefetch]
@@ -129,7 +148,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         idle_but_own = not any(self.user(k) != user for k in self.live())   # nothing of anyone else
         actions = self.s.submit(j, self.now)
         self.apply(actions, "submit", key, user)
-        if not prefetch and idle_but_own:
+        if not self.ours:
+            assert self.state[key] == "running" or self.how[key] == "shed", "a baseline queued a request"
+        elif not prefetch and idle_but_own:
             assert self.state[key] == "running", "a normal request that found the engine idle did not start"
 
     @precondition(lambda self: self.order)
@@ -193,11 +214,15 @@ class SchedulerMachine(RuleBasedStateMachine):
         assert set(self.s.jobs) == set(self.live())
         users = {self.user(k) for k in self.live()}
         assert set(self.s.by_user) == users, "the per-user table holds a user with nothing live"
-        assert len(self.s.jobs) <= len(USERS) * max(1, self.cfg.per_user_inflight)
+        if self.ours:
+            assert len(self.s.jobs) <= len(USERS) * max(1, self.cfg.per_user_inflight)
+        else:
+            assert not self.s.queue, "a baseline holds a queue of its own"
+            assert not self.cfg.admit_cap or len(self.s.jobs) <= self.cfg.admit_cap
 
     @invariant()
     def slots_and_per_user_caps(self):
-        if self.s is None:
+        if not self.ours:
             return
         assert len(self.live("running")) <= self.cfg.max_running
         for u in USERS:
@@ -208,6 +233,8 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @invariant()
     def newest_first_per_user(self):
+        if not self.ours:
+            return
         newest: dict[tuple[str, bool], int] = {}       # (user, prefetch) → seq of the user's newest of that kind
         for j in self.jobs.values():
             newest[j.user, j.prefetch] = max(newest.get((j.user, j.prefetch), 0), j.seq)
@@ -218,7 +245,7 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_slot_idles_and_no_queued_request_will_miss_the_budget(self):
-        if self.s is None:
+        if not self.ours:
             return
         running, queued = self.live("running"), self.live("queued")
         if any(not self.jobs[k].prefetch for k in queued):
