@@ -8,7 +8,8 @@ import importlib
 
 BENCHES = {
     "trace": ("benchmarks.trace", "replay a code-completion trace (Azure format) over WebSockets"),
-    "overload": ("benchmarks.overload", "~3x the sustainable rate: our scheduler vs a FIFO baseline, one run"),
+    "overload": ("benchmarks.overload", "1-5x the sustainable rate: our scheduler vs a tuned capped FIFO and vLLM's "
+                                         "priority scheduling"),
     "sessions": ("benchmarks.sessions", "10,000 concurrent WebSocket sessions held by one backend"),
     "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM (or over a vLLM "
                                         "server called directly: --engine openai); tokenization"),

@@ -1,27 +1,179 @@
-"""`quickcode bench overload`: at ~3× the sustainable rate, our scheduler vs a FIFO baseline, on one warm engine."""
+"""`quickcode bench overload`: our scheduler against competent baselines — FIFO with an admission cap tuned to its
+best goodput, and vLLM's own priority scheduling newest first — at multiples of the sustainable rate.
+
+One backend, one warm vLLM engine with `engine_slots` sequences (vLLM's `max_num_seqs`, and our `max_running`),
+the scheduler switched between blocks through `POST /debug/scheduler`. Every arm of a load level replays the
+same plan: the public trace's arrivals and lengths (benchmarks/trace.py `plan`, time-scaled to the level's rate,
+its typists' keystrokes included), the same prompt text; `cache_isolation=user` salts each session's prefix
+cache, so an arm never hits the blocks an earlier arm's sessions left (a typist's own keystrokes still do).
+"""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
+import sys
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from backend.auth import hash_token, new_token
-from benchmarks.loadgen import (REPO, Backend, CodeCorpus, Outcome, Session, backend_from_url, finite, progress, scrape,
-                                bench_backend)
-from benchmarks.report import Report, figure, md_table, pcts
-from benchmarks.trace import DEFAULT_TRACE, classify, load_trace, response_s
-
+from benchmarks.loadgen import (REPO, Backend, CodeCorpus, Outcome, Session, backend_from_url, bench_backend, finite,
+                                progress, scrape)
+from benchmarks.report import Report, md_table, paired_bootstrap, pcts, percentile
+from benchmarks.trace import DEFAULT_TRACE, TraceRow, classify, load_trace, plan, replay, response_s
 
 # /debug/* takes only the admin token: the backend this benchmark starts gets this one's hash; for a backend of
 # yours (--url), set QUICKCODE_ADMIN_TOKEN to the token whose hash it has as admin_token_sha256
 ADMIN_TOKEN = os.environ.get("QUICKCODE_ADMIN_TOKEN") or new_token()
 
+
+# ── arms, the plan's rate, per-request records, figures and intervals (pure: tests/unit/test_overload_bench.py)
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    family: str          # "fifo" (capped FIFO, one per cap of the sweep) | "priority" (vLLM's) | "ours"
+    patch: dict          # the body of POST /debug/scheduler that sets it up (every field another arm changes)
+
+
+def arms(caps: list[int], budget_s: float) -> list[Arm]:
+    """The capped FIFOs of the sweep, vLLM's priority scheduling newest first (no cap: vLLM has none), ours."""
+    out = [Arm(f"fifo-cap{c}", "fifo", {"mode": "fifo", "admit_cap": c}) for c in caps]
+    out.append(Arm("vllm-priority", "priority", {"mode": "priority", "admit_cap": 0}))
+    out.append(Arm("ours", "ours", {"mode": "latency", "admit_cap": 0, "ttft_budget_s": budget_s}))
+    return out
+
+
+def block_order(all_arms: list[Arm], level_index: int) -> list[Arm]:
+    """The arms rotated by the level's index: drift of this shared machine's load does not always hit one arm."""
+    k = level_index % len(all_arms)
+    return all_arms[k:] + all_arms[:k]
+
+
+def speed_for(rows: list[TraceRow], start_s: float, duration_s: float, rps: float) -> float:
+    """The trace's time scale at which its window from `start_s` sends `rps` × `duration_s` requests in
+    `duration_s` of wall time (`plan`'s speed)."""
+    want = max(1, round(rps * duration_s))
+    after = [r.t_s for r in rows if r.t_s >= start_s]
+    if len(after) <= want:
+        raise ValueError(f"the trace holds {len(after)} requests after {start_s:g} s; {want} are needed")
+    return (after[want] - start_s) / duration_s
+
+
+@dataclass(frozen=True)
+class Rec:
+    """One request of a block as the user saw it."""
+    user: int
+    kind: str                     # classify(): served | shed | superseded | cancelled | error | unfinished
+    response_s: float | None      # to the first chunk (empty answer: to done); None if it never ended
+    keystroke: bool               # a typing burst's next keystroke (it supersedes the user's previous one)
+
+
+def records(outcomes: list[Outcome], users: list[int], keystrokes: list[bool]) -> list[Rec]:
+    return [Rec(u, classify(o), response_s(o), k) for o, u, k in zip(outcomes, users, keystrokes)]
+
+
+def in_time(r: Rec, slo_s: float) -> bool:
+    """A suggestion in time: served (the model's answer, not `shed`) within the SLO."""
+    return r.kind == "served" and r.response_s is not None and r.response_s <= slo_s
+
+
+@dataclass
+class UserAgg:
+    """One user's requests in one arm, reduced to what the figures need."""
+    n: int
+    good: int
+    shed: int
+    superseded: int
+    served_s: list[float]
+
+
+def aggregate(recs: list[Rec], users: list[int], slo_s: float) -> list[UserAgg]:
+    """Per user of `users` (in that order)."""
+    by: dict[int, UserAgg] = {u: UserAgg(0, 0, 0, 0, []) for u in users}
+    for r in recs:
+        a = by[r.user]
+        a.n += 1
+        a.good += in_time(r, slo_s)
+        a.shed += r.kind == "shed"
+        a.superseded += r.kind == "superseded"
+        if r.kind == "served" and r.response_s is not None:
+            a.served_s.append(r.response_s)
+    return [by[u] for u in users]
+
+
+def arm_figures(aggs: list[UserAgg], idx: list[int], block_s: float) -> dict[str, float]:
+    """Figures of one arm over the users `idx` (indexes into `aggs`; a bootstrap draw repeats some)."""
+    picked = [aggs[i] for i in idx]
+    n = sum(a.n for a in picked)
+    shares = [a.good / a.n for a in picked if a.n]
+    return {"goodput_rps": sum(a.good for a in picked) / block_s,
+            "served_p95_s": percentile([x for a in picked for x in a.served_s], 95),
+            "user_in_time": sum(shares) / len(shares) if shares else math.nan,
+            "shed_share": sum(a.shed for a in picked) / n if n else math.nan,
+            "superseded_share": sum(a.superseded for a in picked) / n if n else math.nan}
+
+
+def level_figures(per_arm: dict[str, list[UserAgg]], families: dict[str, str], idx: list[int],
+                  block_s: float) -> dict[str, float]:
+    """Every arm's figures over the users `idx` ("ARM.figure"), the best capped FIFO's goodput (the best cap
+    chosen in this very draw: the baseline's luck counts for it) and ours as a multiple of it and of vLLM's."""
+    out: dict[str, float] = {}
+    for name, aggs in per_arm.items():
+        out.update({f"{name}.{k}": v for k, v in arm_figures(aggs, idx, block_s).items()})
+    fifo = [out[f"{n}.goodput_rps"] for n, f in families.items() if f == "fifo"]
+    best = max(fifo) if fifo else math.nan
+    ours = out.get("ours.goodput_rps", math.nan)
+    prio = out.get("vllm-priority.goodput_rps", math.nan)
+    out["best_fifo.goodput_rps"] = best
+    out["ours_over_best_fifo"] = ours / best if best else math.nan
+    out["ours_over_priority"] = ours / prio if prio else math.nan
+    return out
+
+
+def best_cap(point: dict[str, float], families: dict[str, str]) -> str:
+    """The capped FIFO with the highest goodput (a tie: the smaller cap, listed first)."""
+    fifo = [n for n, f in families.items() if f == "fifo"]
+    return max(fifo, key=lambda n: (point[f"{n}.goodput_rps"], -fifo.index(n)))
+
+
+def summarize_level(recs_by_arm: dict[str, list[Rec]], families: dict[str, str], slo_s: float, block_s: float,
+                    draws: int = 2000, seed: int = 0, level: float = 0.90) -> dict:
+    """Point figures and their `level` intervals, users resampled (paired: every arm replayed the same users'
+    requests). Only users with a request count."""
+    users = sorted({r.user for recs in recs_by_arm.values() for r in recs})
+    per_arm = {name: aggregate(recs, users, slo_s) for name, recs in recs_by_arm.items()}
+    everyone = list(range(len(users)))
+    point = level_figures(per_arm, families, everyone, block_s)
+    ci = paired_bootstrap(len(users), lambda idx: level_figures(per_arm, families, idx, block_s), draws, seed,
+                          level) if users else {}
+    return {"users": len(users), "point": point, "ci": ci, "best_fifo": best_cap(point, families)}
+
+
+def acceptance(summary: dict, unloaded_p95_s: float) -> dict:
+    """The issue's targets at one level: goodput ≥ 1.5 × the best capped FIFO and ≥ vLLM's priority arm, our
+    served p95 ≤ 2 × the unloaded p95; each on the point figure, and whether the interval's low end clears it."""
+    p, ci = summary["point"], summary["ci"]
+
+    def low(k):
+        return ci.get(k, [math.nan])[0]
+    return {"goodput_vs_best_fifo": {"ratio": p["ours_over_best_fifo"], "ci": ci.get("ours_over_best_fifo"),
+                                     "met": p["ours_over_best_fifo"] >= 1.5,
+                                     "ci_clears": low("ours_over_best_fifo") >= 1.5},
+            "goodput_vs_priority": {"ratio": p["ours_over_priority"], "ci": ci.get("ours_over_priority"),
+                                    "met": p["ours_over_priority"] >= 1.0,
+                                    "ci_clears": low("ours_over_priority") >= 1.0},
+            "served_p95": {"ours_ms": p["ours.served_p95_s"] * 1000, "limit_ms": 2 * unloaded_p95_s * 1000,
+                           "met": p["ours.served_p95_s"] <= 2 * unloaded_p95_s}}
+
+
+# ── the backend: scheduler switches, idle waits, calibration ──────────────────────────────────────────────────
 
 def set_scheduler(backend: Backend, **cfg) -> dict:
     """POST /debug/scheduler (the backend must run with debug_endpoints=true); retried while requests drain."""
@@ -53,10 +205,10 @@ async def wait_idle(backend: Backend, timeout_s: float = 60.0) -> None:
 
 
 class Workload:
-    """Prompts with the trace's length mix (clipped), fresh text for every request (no prefix-cache help)."""
+    """Prompts with the trace's length mix (clipped), fresh text for every request: the calibration's."""
 
-    def __init__(self, corpus: CodeCorpus, trace: Path, max_prompt_tokens: int, max_output_tokens: int, seed: int):
-        rows = load_trace(trace)
+    def __init__(self, corpus: CodeCorpus, rows: list[TraceRow], max_prompt_tokens: int, max_output_tokens: int,
+                 seed: int):
         self.lengths = [(max(8, min(r.context_tokens, max_prompt_tokens)), max(1, min(r.generated_tokens,
                                                                                       max_output_tokens)))
                         for r in rows]
@@ -101,228 +253,278 @@ async def closed_loop(url: str, work: Workload, concurrency: int, duration_s: fl
     return len(outs) / elapsed, outs
 
 
-async def open_loop_block(backend: Backend, schedule: list[tuple[float, str, int, int]], users: int,
-                          drain_s: float) -> tuple[list[Outcome], float]:
-    """Send `schedule` [(at_s, text, prompt tokens, max tokens)] round-robin over `users` sessions; wait up to
-    `drain_s` after the last send; then close the sessions (which aborts whatever is left)."""
-    sessions = [await Session(backend.ws_url, f"ol{i}").open() for i in range(users)]
-    outs: list[Outcome] = []
-    t0 = time.perf_counter()
-    for i, (at, text, tokens, out) in enumerate(schedule):
-        delay = t0 + at - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        outs.append(sessions[i % users].complete(text, max_tokens=out, prompt_tokens=tokens))
-    deadline = time.perf_counter() + drain_s
-    while any(o.t_end is None for o in outs) and time.perf_counter() < deadline:
-        await asyncio.sleep(0.05)
-    for s in sessions:
-        await s.close()
-    return outs, t0
-
-
 _T0 = 0.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--url", default=None, help="a running backend started with --set debug_endpoints=true "
-                   "(and admin_token_sha256 of QUICKCODE_ADMIN_TOKEN)")
+    p.add_argument("--url", default=None, help="a running backend started with --set debug_endpoints=true, "
+                   "admin_token_sha256 of QUICKCODE_ADMIN_TOKEN, cache_isolation=user and max_num_seqs = "
+                   "max_running (what the benchmark sets on the backend it starts)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="settings of the backend started")
-    p.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="length mix of prompts and outputs")
-    p.add_argument("--rate-multiple", type=float, default=3.0)
+    p.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="arrivals and length mix")
+    p.add_argument("--start-s", type=float, default=180.0, help="offset into the trace (s of trace time)")
+    p.add_argument("--levels", default="1,2,3,5", help="multiples of the sustainable rate")
+    p.add_argument("--accept-level", type=float, default=3.0, help="the level the acceptance targets are read at")
+    p.add_argument("--caps", default="2,3,4,6,8,12", help="the capped FIFO's admission caps swept")
+    p.add_argument("--engine-slots", type=int, default=4, help="vLLM's max_num_seqs and our max_running")
     p.add_argument("--sustainable-rps", type=float, default=None, help="skip measuring it")
     p.add_argument("--slo-ms", type=float, default=None, help="default: 2 × the unloaded p95 TTFT")
-    p.add_argument("--budget-share", type=float, default=0.75, help="scheduler's TTFT budget = this × SLO")
-    p.add_argument("--blocks", default="fifo,latency,latency,fifo", help="A/B order of the blocks")
+    p.add_argument("--budget-share", type=float, default=0.75, help="our TTFT budget = this × SLO")
     p.add_argument("--block-s", type=float, default=40.0)
     p.add_argument("--drain-s", type=float, default=None, help="default: max(10 s, 3 × SLO)")
     p.add_argument("--unloaded-n", type=int, default=20)
     p.add_argument("--capacity-s", type=float, default=25.0)
-    p.add_argument("--users", type=int, default=200)
+    p.add_argument("--users", type=int, default=60)
+    p.add_argument("--typist-share", type=float, default=0.25, help="share of users who type in bursts")
+    p.add_argument("--burst-gap-ms", type=float, default=300.0)
     p.add_argument("--max-prompt-tokens", type=int, default=1500)
     p.add_argument("--max-output-tokens", type=int, default=64)
+    p.add_argument("--draws", type=int, default=2000, help="bootstrap draws (users resampled)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="folder for the report (default benchmarks/reports/)")
 
 
 def run(args: argparse.Namespace) -> dict:
     global _T0
     _T0 = time.time()
-    progress("loading the code corpus and the trace's length mix")
+    progress("loading the trace and the code corpus")
+    rows = load_trace(args.trace)
     corpus = CodeCorpus(seed=args.seed)
-    work = Workload(corpus, args.trace, args.max_prompt_tokens, args.max_output_tokens, args.seed)
+    work = Workload(corpus, rows, args.max_prompt_tokens, args.max_output_tokens, args.seed)
     admin = f"admin_token_sha256={hash_token(ADMIN_TOKEN)}"
-    backend = backend_from_url(args.url) if args.url else bench_backend("overload", ["debug_endpoints=true", admin, *args.set])
+    settings = ["debug_endpoints=true", admin, "cache_isolation=user", f"max_num_seqs={args.engine_slots}",
+                f"max_running={args.engine_slots}", *args.set]
+    backend = backend_from_url(args.url) if args.url else bench_backend("overload", settings)
     try:
-        res = asyncio.run(_run(args, backend, work))
+        res = asyncio.run(_run(args, backend, rows, corpus, work))
     finally:
         backend.stop()
     return _report(args, work, res)
 
 
-async def _run(args, backend: Backend, work: Workload) -> dict:
-    cfg0 = set_scheduler(backend, mode="latency", ttft_budget_s=3600.0)   # calibration: nothing is shed
-    max_running = cfg0["max_running"]
+async def _run(args, backend: Backend, rows: list[TraceRow], corpus: CodeCorpus, work: Workload) -> dict:
+    cfg0 = set_scheduler(backend)                                  # as configured: restored at the end
+    set_scheduler(backend, mode="latency", admit_cap=0, ttft_budget_s=3600.0)        # calibration: no shedding
     s = await Session(backend.ws_url, "calibrate").open()
     progress("warm-up: 5 requests")
     await sequential(s, work, 5)
     progress(f"unloaded: {args.unloaded_n} requests one at a time")
     unloaded = await sequential(s, work, args.unloaded_n)
     await s.close()
-    unloaded_ttft = [response_s(o) for o in unloaded]
     if args.sustainable_rps:
-        sustainable, cap_outs = args.sustainable_rps, []
+        sustainable = args.sustainable_rps
     else:
-        progress(f"sustainable rate: {max_running} clients back to back for {args.capacity_s:g} s")
-        sustainable, cap_outs = await closed_loop(backend.ws_url, work, max_running, args.capacity_s)
-    p95_unloaded_s = pcts(unloaded_ttft)["p95"]
+        progress(f"sustainable rate: {cfg0['max_running']} clients back to back for {args.capacity_s:g} s")
+        sustainable, _ = await closed_loop(backend.ws_url, work, cfg0["max_running"], args.capacity_s)
+    p95_unloaded_s = pcts([response_s(o) for o in unloaded])["p95"]
     slo_s = args.slo_ms / 1000 if args.slo_ms else 2 * p95_unloaded_s
     budget_s = args.budget_share * slo_s
-    rate = args.rate_multiple * sustainable
     drain_s = args.drain_s or max(10.0, 3 * slo_s)
-    progress(f"unloaded TTFT p95 {p95_unloaded_s * 1000:.0f} ms → SLO {slo_s * 1000:.0f} ms, budget "
-             f"{budget_s * 1000:.0f} ms; sustainable {sustainable:.2f} req/s → offered {rate:.2f} req/s")
-    # one arrival schedule (Poisson), the same times and lengths in every block; fresh prompt text each block
-    rng = random.Random(args.seed + 1)
-    times, t = [], 0.0
-    while True:
-        t += rng.expovariate(rate)
-        if t >= args.block_s:
-            break
-        times.append(t)
-    shapes = [work.rng.choice(work.lengths) for _ in times]
-    blocks = []
-    rates = {"latency": set_scheduler(backend)["rates"]}    # as calibrated (latency mode, nothing shed)
+    all_arms = arms([int(c) for c in args.caps.split(",")], budget_s)
+    levels = [float(x) for x in args.levels.split(",")]
+    progress(f"unloaded TTFT p95 {p95_unloaded_s * 1000:.0f} ms → SLO {slo_s * 1000:.0f} ms, our budget "
+             f"{budget_s * 1000:.0f} ms; sustainable {sustainable:.2f} req/s; {len(levels)} levels × "
+             f"{len(all_arms)} arms, about {len(levels) * len(all_arms) * (args.block_s + drain_s + 5) / 60:.0f} min")
+    rates = set_scheduler(backend)["rates"]        # as calibrated (latency mode, nothing shed): ours starts there
     dump = REPO / "artifacts" / "bench" / "overload_requests.jsonl"   # every request, for analysis
+    dump.parent.mkdir(parents=True, exist_ok=True)
     dump.unlink(missing_ok=True)
-    for b, mode in enumerate(args.blocks.split(",")):
-        await wait_idle(backend)
-        # each mode starts from the rates it measured itself (a FIFO block teaches the rate model an overloaded
-        # engine; a real deployment runs one mode)
-        cfg = set_scheduler(backend, mode=mode, ttft_budget_s=budget_s, **({"rates": rates[mode]} if mode in rates else {}))
-        progress(f"  rates at the start of the block: {cfg['rates']}")
-        schedule = [(at, corpus_text(work, n), n, out) for at, (n, out) in zip(times, shapes)]
-        progress(f"block {b + 1}: {mode}, {len(schedule)} requests in {args.block_s:g} s")
-        outs, t0 = await open_loop_block(backend, schedule, args.users, drain_s)
-        blocks.append({"mode": mode, "outcomes": outs, "t0": t0})
-        await wait_idle(backend)
-        rates[mode] = set_scheduler(backend)["rates"]
-        dump.parent.mkdir(parents=True, exist_ok=True)
-        with open(dump, "a") as f:
-            for o in outs:
-                f.write(json.dumps({"block": b, "mode": mode, "t_send_s": o.t_send - t0, "prompt_tokens": o.prompt_tokens,
-                                    "ttft_s": response_s(o), "finish": o.finish, "timing": o.timing}) + "\n")
-        kinds = [classify(o) for o in outs]
-        good = sum(1 for o, k in zip(outs, kinds) if k == "served" and response_s(o) <= slo_s)
-        progress(f"  served {kinds.count('served')}, shed {kinds.count('shed')}, unfinished "
-                 f"{kinds.count('unfinished')}, within SLO {good}")
+    out_levels = []
+    for li, level in enumerate(levels):
+        rps = level * sustainable
+        speed = speed_for(rows, args.start_s, args.block_s, rps)
+        planned = plan(rows, corpus, speed=speed, start_s=args.start_s, duration_s=args.block_s, users=args.users,
+                       typist_share=args.typist_share, burst_gap_s=args.burst_gap_ms / 1000,
+                       max_prompt_tokens=args.max_prompt_tokens, max_output_tokens=args.max_output_tokens,
+                       seed=args.seed + li)
+        users = [p.user for p in planned]
+        keys = [p.typing for p in planned]
+        progress(f"level {level:g}×: {len(planned)} requests in {args.block_s:g} s ({rps:.2f} req/s, trace speed "
+                 f"×{speed:.2f}), {sum(keys)} of them keystrokes of a typing burst")
+        recs_by_arm: dict[str, list[Rec]] = {}
+        for arm in block_order(all_arms, li):
+            await wait_idle(backend)
+            set_scheduler(backend, **arm.patch, **({"rates": rates} if arm.family == "ours" else {}))
+            progress(f"  {arm.name}")
+            outs, _, _ = await replay(backend, planned, args.users, drain_s)
+            await wait_idle(backend)
+            if arm.family == "ours":
+                rates = set_scheduler(backend)["rates"]
+            recs = records(outs, users, keys)
+            recs_by_arm[arm.name] = recs
+            t0 = min((o.t_send for o in outs), default=0.0)
+            with open(dump, "a") as f:
+                for o, r in zip(outs, recs):
+                    f.write(json.dumps({"level": level, "arm": arm.name, "user": r.user, "keystroke": r.keystroke,
+                                        "t_send_s": o.t_send - t0, "response_s": r.response_s, "kind": r.kind,
+                                        "timing": o.timing}) + "\n")
+            kinds = [r.kind for r in recs]
+            progress(f"    served {kinds.count('served')}, shed {kinds.count('shed')}, superseded "
+                     f"{kinds.count('superseded')}, unfinished {kinds.count('unfinished')}, in time "
+                     f"{sum(in_time(r, slo_s) for r in recs)}")
+        out_levels.append({"level": level, "rps": rps, "speed": speed, "requests": len(planned),
+                           "keystrokes": sum(keys), "recs": recs_by_arm})
     await wait_idle(backend)
-    set_scheduler(backend, mode=cfg0["mode"], ttft_budget_s=cfg0["ttft_budget_s"])
-    return {"unloaded": unloaded, "capacity": cap_outs, "sustainable": sustainable, "slo_s": slo_s,
-            "budget_s": budget_s, "rate": rate, "blocks": blocks, "drain_s": drain_s, "max_running": max_running}
+    set_scheduler(backend, mode=cfg0["mode"], ttft_budget_s=cfg0["ttft_budget_s"], admit_cap=cfg0["admit_cap"])
+    return {"unloaded": unloaded, "sustainable": sustainable, "slo_s": slo_s, "budget_s": budget_s,
+            "drain_s": drain_s, "max_running": cfg0["max_running"], "arms": all_arms, "levels": out_levels}
 
 
-def corpus_text(work: Workload, n: int) -> str:
-    return work.corpus.prompt(n)[0]
+# ── the report ───────────────────────────────────────────────────────────────────────────────────────────────
 
-
-def _mode_stats(blocks: list[dict], mode: str, slo_s: float, block_s: float) -> dict:
-    outs = [o for b in blocks if b["mode"] == mode for o in b["outcomes"]]
-    n_blocks = sum(1 for b in blocks if b["mode"] == mode)
-    kinds = [classify(o) for o in outs]
-    served = [response_s(o) for o, k in zip(outs, kinds) if k == "served"]
-    good = sum(1 for x in served if x <= slo_s)
-    return {"requests": len(outs), "served": len(served), "shed": kinds.count("shed"),
-            "unfinished": kinds.count("unfinished"), "errors": kinds.count("error"),
-            "superseded": kinds.count("superseded"), "good": good,
-            "goodput_rps": good / (n_blocks * block_s) if n_blocks else 0.0,
-            "goodput_share": good / len(outs) if outs else 0.0,
-            "served_ttft_ms": {k: v * 1000 for k, v in pcts(served).items()},
-            "shed_answer_ms": {k: v * 1000 for k, v in pcts([response_s(o) for o, k in zip(outs, kinds)
-                                                               if k == "shed"]).items()}}
+def _ci(ci: dict | list | None, key: str = "", scale: float = 1.0, digits: int = 2) -> str:
+    """An interval as text: `ci[key]` of a dict of intervals, or the interval itself."""
+    pair = ci if isinstance(ci, list) else (ci or {}).get(key) or [math.nan, math.nan]
+    lo, hi = pair
+    return f"[{lo * scale:.{digits}f}, {hi * scale:.{digits}f}]"
 
 
 def _report(args, work: Workload, r: dict) -> dict:
-    import numpy as np
-
     slo_s = r["slo_s"]
-    unl = {k: v * 1000 for k, v in pcts([response_s(o) for o in r["unloaded"]]).items()}
-    fifo = _mode_stats(r["blocks"], "fifo", slo_s, args.block_s)
-    ours = _mode_stats(r["blocks"], "latency", slo_s, args.block_s)
-    ratio = ours["goodput_rps"] / fifo["goodput_rps"] if fifo["goodput_rps"] else float("inf")
-    p95_ok = ours["served_ttft_ms"]["p95"] <= 2 * unl["p95"]
-    report = Report("overload", "Overload A/B: latency-aware scheduler vs FIFO at ~3× the sustainable rate", started=_T0)
+    families = {a.name: a.family for a in r["arms"]}
+    unl_s = pcts([response_s(o) for o in r["unloaded"]])
+    for lv in r["levels"]:
+        lv["summary"] = summarize_level(lv["recs"], families, slo_s, args.block_s, args.draws, args.seed)
+    accept_lv = next((lv for lv in r["levels"] if lv["level"] == args.accept_level), None)
+    acc = acceptance(accept_lv["summary"], unl_s["p95"]) if accept_lv else None
+    report = Report("overload", "Overload: our scheduler vs a tuned capped FIFO and vLLM's priority scheduling",
+                    started=_T0, out=args.out)
+    caps = ", ".join(a.name.removeprefix("fifo-cap") for a in r["arms"] if a.family == "fifo")
     report.add(f"""
-One backend (one warm vLLM engine), its scheduler switched between blocks through `POST /debug/scheduler`
-(`debug_endpoints=true`): **fifo** = the baseline, every request passed to vLLM as it arrives (vLLM batches up
-to `max_num_seqs`); **latency** = ours (newest-first per user, at most {r['max_running']} requests in the engine,
-shedding by predicted TTFT with a budget of {r['budget_s'] * 1000:.0f} ms = {args.budget_share:g} × SLO). Blocks
-in the order `{args.blocks}` (ABBA, so drift in this shared machine's load hits both), each {args.block_s:g} s of
-Poisson arrivals at the same times with the same length mix, fresh prompt text per request (no prefix-cache
-help); after each block the client waits up to {r['drain_s']:.0f} s for stragglers, then disconnects (which
-aborts what is left — counted as unfinished, i.e. not within the SLO).
+Command: `quickcode bench overload {' '.join(sys.argv[3:])}` (options: `quickcode bench overload --help`).
 
-* Prompts: real Python source with the trace's `ContextTokens` mix **clipped to {args.max_prompt_tokens} tokens**
-  ({work.clipped_share * 100:.0f} % of the trace's requests are longer; the models' context is 2,048); outputs
-  `GeneratedTokens` clipped to 1..{args.max_output_tokens}.
-* **Unloaded** (one request at a time, {len(r['unloaded'])} requests): TTFT p50 {unl['p50']:.0f} ms, p95
-  {unl['p95']:.0f} ms. **SLO** = {'given' if args.slo_ms else '2 × unloaded p95'} = {slo_s * 1000:.0f} ms.
-* **Sustainable rate** = {r['sustainable']:.2f} req/s ({'given' if args.sustainable_rps else f"completions/s of {r['max_running']} clients asking back to back for {args.capacity_s:g} s"}).
-  **Offered** = {args.rate_multiple:g} × that = {r['rate']:.2f} req/s.
-* TTFT is client-measured (send → first chunk; empty completion: → done). **Goodput** = requests served with
-  TTFT ≤ SLO per second of block (and as a share of all requests).
+One backend, one warm vLLM engine with **{args.engine_slots} sequences** (`max_num_seqs`, and our
+`max_running`: every arm gets the same slots), its scheduler switched between blocks (`POST /debug/scheduler`).
+Arms, each block the same plan:
+
+* **fifo-capC** — every request goes to vLLM as it arrives, in arrival order (one priority), unless C are
+  already live: then it is answered `shed` at once (a bounded queue that says "busy"). C swept over {caps};
+  **best FIFO** = the cap with the highest goodput at that level, chosen again in every bootstrap draw (the
+  baseline keeps its luck: this favours it).
+* **vllm-priority** — every request goes to vLLM at once with `priority = -arrival` (vLLM's
+  `scheduling_policy="priority"`: its waiting queue serves the newest request first); no cap (vLLM has none).
+* **ours** — the latency scheduler: newest first per user (a keystroke supersedes the user's previous request),
+  at most {r['max_running']} in the engine, shedding by predicted TTFT with a budget of
+  {r['budget_s'] * 1000:.0f} ms = {args.budget_share:g} × SLO.
+
+Arrivals: `{args.trace.name}` from t = {args.start_s:g} s, time-scaled so that a {args.block_s:g} s block sends
+the level's multiple of the sustainable rate; {args.users} users, {args.typist_share:g} of them typists (a request
+within {args.burst_gap_ms:g} ms of the previous goes, with probability 0.8, to the same typist as a keystroke
+extending the prompt by 1–3 tokens: `benchmarks/trace.py` `plan`). Prompts: real Python source of the trace's
+`ContextTokens`, clipped to {args.max_prompt_tokens} tokens ({work.clipped_share * 100:.0f} % of the trace is
+longer), `max_tokens` = `GeneratedTokens` clipped to 1..{args.max_output_tokens}. Clients never cancel; after a
+block they wait up to {r['drain_s']:.0f} s for stragglers, then disconnect (what is left is `unfinished`).
+`cache_isolation=user`: each session's prefix cache is its own, so no arm reuses another arm's blocks.
+
+* **Unloaded** (one at a time, {len(r['unloaded'])} requests): TTFT p50 {unl_s['p50'] * 1000:.0f} ms, p95
+  {unl_s['p95'] * 1000:.0f} ms. **SLO** = {'given' if args.slo_ms else '2 × unloaded p95'} =
+  {slo_s * 1000:.0f} ms.
+* **Sustainable rate** = {r['sustainable']:.2f} req/s ({'given' if args.sustainable_rps else
+  f"completions/s of {r['max_running']} clients asking back to back for {args.capacity_s:g} s, fresh prompts"}).
+* **Goodput** = requests answered by the model (`stop`/`length`) within the SLO (client-measured: send → first
+  chunk; an empty answer: → `done`), per second of block. **Served p95** = of those answered, in time or not.
+  **Shed** = answered `shed` (busy / predicted late). **Users in time** = a user's share of their keystrokes
+  (requests) that got a suggestion within the SLO, averaged over users. Intervals: 90 %, bootstrap over
+  users ({args.draws} draws, paired: every arm replayed the same users' requests).
 """)
-    rows = []
-    for name, st in (("fifo (baseline)", fifo), ("latency (ours)", ours)):
-        rows.append([name, st["requests"], st["served"], st["shed"], st["unfinished"], st["errors"],
-                     round(st["goodput_rps"], 3), round(st["goodput_share"], 3), st["served_ttft_ms"]["p50"],
-                     st["served_ttft_ms"]["p95"], st["shed_answer_ms"]["p50"]])
-    report.add(md_table(["mode", "requests", "served", "shed", "unfinished", "errors", "goodput req/s",
-                         "goodput share", "served TTFT p50 ms", "served p95 ms", "shed answered p50 ms"], rows))
-    report.add(f"""
-**Targets**
-* goodput ≥ 2 × baseline: {ours['goodput_rps']:.3f} vs {fifo['goodput_rps']:.3f} req/s = **{ratio:.1f}×** →
-  {'met' if ratio >= 2 else 'NOT met'}.
-* p95 TTFT of served requests ≤ 2 × unloaded p95 ({2 * unl['p95']:.0f} ms): ours {ours['served_ttft_ms']['p95']:.0f} ms
-  → {'met' if p95_ok else 'NOT met'} (baseline: {fifo['served_ttft_ms']['p95']:.0f} ms).
+    for lv in r["levels"]:
+        sm = lv["summary"]
+        p, ci = sm["point"], sm["ci"]
+        rows = []
+        for a in r["arms"]:
+            n = a.name
+            rows.append([n + (" (best FIFO)" if n == sm["best_fifo"] else ""),
+                         f"{p[n + '.goodput_rps']:.2f} {_ci(ci, n + '.goodput_rps')}",
+                         f"{p[n + '.served_p95_s'] * 1000:.0f} {_ci(ci, n + '.served_p95_s', 1000, 0)}",
+                         f"{p[n + '.user_in_time']:.3f} {_ci(ci, n + '.user_in_time', 1, 3)}",
+                         round(p[n + ".shed_share"], 3), round(p[n + ".superseded_share"], 3),
+                         sum(1 for x in lv["recs"][n] if x.kind == "unfinished")])
+        report.add(f"### {lv['level']:g}× the sustainable rate: {lv['rps']:.2f} req/s, {lv['requests']} requests "
+                   f"({lv['keystrokes']} keystrokes), {sm['users']} users")
+        report.add(md_table(["arm", "goodput req/s [90 %]", "served p95 ms [90 %]", "users in time [90 %]",
+                             "shed share", "superseded share", "unfinished"], rows))
+        report.add(f"Ours ÷ best FIFO ({sm['best_fifo']}): **{p['ours_over_best_fifo']:.2f}×** "
+                   f"{_ci(ci, 'ours_over_best_fifo')}; ours ÷ vllm-priority: **{p['ours_over_priority']:.2f}×** "
+                   f"{_ci(ci, 'ours_over_priority')}.")
+    sweep = [[f"{lv['level']:g}×"] + [round(lv["summary"]["point"][f"{a.name}.goodput_rps"], 3)
+                                      for a in r["arms"] if a.family == "fifo"] for lv in r["levels"]]
+    report.add("### The capped FIFO's sweep: goodput req/s by admission cap")
+    report.add(md_table(["level"] + [a.name.removeprefix("fifo-") for a in r["arms"] if a.family == "fifo"], sweep))
+    if acc:
+        g, q, s95 = acc["goodput_vs_best_fifo"], acc["goodput_vs_priority"], acc["served_p95"]
+
+        def verdict(x):
+            return ("met" if x["met"] else "**NOT met**") + (
+                "" if "ci_clears" not in x else (", the interval clears it" if x["ci_clears"]
+                                                 else ", the interval does not clear it"))
+        report.add(f"""
+**Acceptance at {args.accept_level:g}×**
+* goodput ≥ 1.5 × the best capped FIFO: {g['ratio']:.2f}× {_ci(g['ci'])} → {verdict(g)}.
+* goodput ≥ vllm-priority: {q['ratio']:.2f}× {_ci(q['ci'])} → {verdict(q)}.
+* our served p95 ≤ 2 × unloaded p95 ({s95['limit_ms']:.0f} ms): {s95['ours_ms']:.0f} ms → {verdict(s95)}.
 """)
-    fig, axes = figure(1, 2, figsize=(13, 4.5))
-    ax = axes[0]
-    offset = 0.0
-    for b in r["blocks"]:
-        color = "tab:red" if b["mode"] == "fifo" else "tab:green"
-        pts = [(o.t_send - b["t0"] + offset, response_s(o) * 1000) for o in b["outcomes"]
-               if classify(o) == "served"]
-        shed = [(o.t_send - b["t0"] + offset, response_s(o) * 1000) for o in b["outcomes"] if classify(o) == "shed"]
-        if pts:
-            ax.scatter(*zip(*pts), s=8, c=color, alpha=0.7)
-        if shed:
-            ax.scatter(*zip(*shed), s=8, c="tab:gray", marker="x", alpha=0.5)
-        ax.text(offset + 1, slo_s * 1000 * 1.3, b["mode"], fontsize=8)
-        offset += args.block_s + 5
-    ax.axhline(slo_s * 1000, color="tab:orange", ls="--", label=f"SLO {slo_s * 1000:.0f} ms")
-    ax.set_yscale("log")
-    ax.set_xlabel("time within the blocks (s); red fifo, green ours, grey x shed")
-    ax.set_ylabel("TTFT (ms)")
-    ax.legend(loc="upper right")
-    ax = axes[1]
-    for name, mode, color in (("fifo", "fifo", "tab:red"), ("ours", "latency", "tab:green")):
-        xs = np.sort([response_s(o) * 1000 for b in r["blocks"] if b["mode"] == mode for o in b["outcomes"]
-                      if classify(o) == "served"])
-        n_all = sum(len(b["outcomes"]) for b in r["blocks"] if b["mode"] == mode)
-        if len(xs):
-            ax.plot(xs, np.arange(1, len(xs) + 1) / n_all, color=color, label=f"{name} (share of all requests)")
-    ax.axvline(slo_s * 1000, color="tab:orange", ls="--", label="SLO")
-    ax.set_xscale("log")
-    ax.set_xlabel("TTFT (ms)")
-    ax.set_ylabel("share of requests served within x")
-    ax.legend()
-    report.add_figure(fig, "ttft", "TTFT per block and CDF")
-    headline = {"bench": "overload", "sustainable_rps": round(r["sustainable"], 3), "offered_rps": round(r["rate"], 3),
-                "unloaded_ttft_p95_ms": round(unl["p95"], 1), "slo_ms": round(slo_s * 1000, 1),
-                "goodput_rps": {"fifo": round(fifo["goodput_rps"], 3), "latency": round(ours["goodput_rps"], 3)},
-                "goodput_ratio": round(ratio, 2) if ratio != float("inf") else None,
-                "served_ttft_p95_ms": {"fifo": round(fifo["served_ttft_ms"]["p95"], 1),
-                                       "latency": round(ours["served_ttft_ms"]["p95"], 1)},
-                "shed_share_latency": round(ours["shed"] / ours["requests"], 3) if ours["requests"] else None,
-                "target_goodput_2x_met": ratio >= 2, "target_p95_2x_unloaded_met": p95_ok}
+    path = _plot(report, r, families)
+    report.add(f"![goodput, served p95, users in time and shed share by load]({path.name})")
+    headline = {"bench": "overload", "sustainable_rps": round(r["sustainable"], 3),
+                "unloaded_ttft_p95_ms": round(unl_s["p95"] * 1000, 1), "slo_ms": round(slo_s * 1000, 1),
+                "engine_slots": args.engine_slots, "levels": {}}
+    for lv in r["levels"]:
+        p, ci, best = lv["summary"]["point"], lv["summary"]["ci"], lv["summary"]["best_fifo"]
+        headline["levels"][f"{lv['level']:g}x"] = {
+            "offered_rps": round(lv["rps"], 3), "best_fifo": best,
+            "goodput_rps": {k: round(p[f"{n}.goodput_rps"], 3) for k, n in
+                            (("best_fifo", best), ("vllm_priority", "vllm-priority"), ("ours", "ours"))},
+            "served_p95_ms": {k: round(p[f"{n}.served_p95_s"] * 1000, 1) for k, n in
+                              (("best_fifo", best), ("vllm_priority", "vllm-priority"), ("ours", "ours"))},
+            "ours_over_best_fifo": [round(p["ours_over_best_fifo"], 2)] + [round(x, 2) for x in
+                                                                            ci.get("ours_over_best_fifo", [])],
+            "ours_over_priority": [round(p["ours_over_priority"], 2)] + [round(x, 2) for x in
+                                                                          ci.get("ours_over_priority", [])],
+            "users_in_time_ours": round(p["ours.user_in_time"], 3), "shed_share_ours": round(p["ours.shed_share"], 3)}
+    if acc:
+        headline["accept_level"] = args.accept_level
+        headline["target_goodput_1_5x_best_fifo_met"] = acc["goodput_vs_best_fifo"]["met"]
+        headline["target_goodput_ge_priority_met"] = acc["goodput_vs_priority"]["met"]
+        headline["target_p95_2x_unloaded_met"] = acc["served_p95"]["met"]
     return report.finish(finite(headline))
+
+
+def _plot(report: Report, r: dict, families: dict[str, str]) -> Path:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [lv["level"] for lv in r["levels"]]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    panels = (("goodput_rps", "goodput within the SLO (req/s)", 1.0),
+              ("served_p95_s", "served p95 (ms)", 1000.0),
+              ("user_in_time", "users' share of keystrokes in time", 1.0),
+              ("shed_share", "shed share", 1.0))
+    lines = [("best FIFO", None, "tab:red"), ("vllm-priority", "vllm-priority", "tab:blue"),
+             ("ours", "ours", "tab:green")]
+    for ax, (fig_key, label, scale) in zip(axes.flat, panels):
+        for a, fam in families.items():          # the sweep, thin
+            if fam == "fifo":
+                ax.plot(xs, [lv["summary"]["point"][f"{a}.{fig_key}"] * scale for lv in r["levels"]],
+                        color="tab:red", alpha=0.2, lw=0.8)
+        for (name, arm, color), dx in zip(lines, (-0.04, 0.0, 0.04)):   # side by side: the bars do not overlap
+            names = [arm or lv["summary"]["best_fifo"] for lv in r["levels"]]
+            ys = [lv["summary"]["point"][f"{n}.{fig_key}"] * scale for n, lv in zip(names, r["levels"])]
+            cis = [lv["summary"]["ci"].get(f"{n}.{fig_key}", [math.nan, math.nan]) for n, lv in zip(names, r["levels"])]
+            err = [[max(0.0, y - lo * scale) for y, (lo, _) in zip(ys, cis)],
+                   [max(0.0, hi * scale - y) for y, (_, hi) in zip(ys, cis)]]
+            ax.errorbar([x + dx * max(xs) for x in xs], ys, yerr=err, color=color, marker="o", capsize=3, label=name)
+        if fig_key == "served_p95_s":
+            unl = pcts([response_s(o) for o in r["unloaded"]])["p95"]
+            ax.axhline(2 * unl * 1000, color="tab:orange", ls="--", label="2 × unloaded p95")
+            ax.set_yscale("log")
+        ax.set_xlabel("offered load (× sustainable rate)")
+        ax.set_ylabel(label)
+        ax.set_xticks(xs)
+        ax.legend(fontsize=8)
+    fig.suptitle("thin red: each cap of the FIFO sweep; bars: 90 % intervals (users resampled)", fontsize=10)
+    fig.tight_layout()
+    path = report.plot_path("load")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -139,8 +139,8 @@ class ServiceMachine(RuleBasedStateMachine):
                 assert cause == "submit" and info["user"] == what["user"], f"{cause} superseded {key}"
                 assert info["prefetch"] or not what["prefetch"], "a prefetch superseded a normal request"
             elif reason == FinishReason.CANCELLED:
-                assert (cause == "cancel" and key == what["key"]) or (cause == "disconnect" and key[0] == what["sid"]), \
-                    f"{cause} {what} cancelled {key}"
+                named = key == what.get("key") or key[0] == what.get("sid")
+                assert cause in ("cancel", "disconnect") and named, f"{cause} {what} cancelled {key}"
             elif reason == FinishReason.SHED:
                 # no shedding by time here: only the per-user cap, or a running prefetch evicted by a normal one
                 assert cause == "submit" and (key == what["key"] or info["prefetch"]), f"{cause} shed {key}"
