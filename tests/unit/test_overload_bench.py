@@ -50,15 +50,20 @@ def test_the_trace_is_time_scaled_to_send_the_levels_rate():
 
 def test_records_follow_what_the_client_saw():
     outs = [Outcome("a", "", 10, 0.0, t_first=0.2, t_end=0.5, finish="stop"),
-            Outcome("b", "", 10, 0.0, t_end=0.001, finish="shed"),
+            Outcome("b", "", 10, 0.5, t_end=0.501, finish="shed"),
             Outcome("c", "", 10, 0.0, t_end=0.3, finish="superseded"),
-            Outcome("d", "", 10, 0.0)]
-    recs = ov.records(outs, [0, 0, 1, 2], [False, True, True, False])
-    assert [(r.user, r.kind, r.keystroke) for r in recs] == [(0, "served", False), (0, "shed", True),
-                                                            (1, "superseded", True), (2, "unfinished", False)]
+            Outcome("d", "", 10, 0.0),
+            Outcome("e", "", 10, 0.1, t_first=0.4, t_end=0.5, finish="length"),   # user 1's next comes at 0.3
+            Outcome("f", "", 10, 0.3, t_first=0.5, t_end=0.6, finish="length")]
+    recs = ov.records(outs, [0, 0, 1, 2, 1, 1], [False, True, False, False, True, True])
+    assert [(r.user, r.kind, r.keystroke) for r in recs[:4]] == [(0, "served", False), (0, "shed", True),
+                                                                (1, "superseded", False), (2, "unfinished", False)]
     assert recs[0].response_s == pytest.approx(0.2) and recs[3].response_s is None
-    assert [ov.in_time(r, 1.0) for r in recs] == [True, False, False, False]     # an empty `shed` is no suggestion
+    assert [r.until_next_s for r in recs] == pytest.approx([0.5, None, 0.1, None, 0.2, None])
+    assert [ov.in_time(r, 1.0) for r in recs] == [True, False, False, False, True, True]   # `shed`: no suggestion
     assert not ov.in_time(recs[0], 0.1)
+    # e's answer came 0.3 s after it, after the user's next request (0.2 s): in time, but no longer current
+    assert [ov.current(r, 1.0) for r in recs] == [True, False, False, False, False, True]
 
 
 def synthetic_level():
@@ -79,6 +84,7 @@ def test_level_figures_per_arm_and_the_best_cap_chosen_in_each_draw():
     per_arm = {n: ov.aggregate(r, [0, 1, 2, 3], slo_s=1.0) for n, r in synthetic_level().items()}
     f = ov.level_figures(per_arm, FAMILIES, [0, 1, 2, 3], block_s=2.0)
     assert f["fifo-cap2.goodput_rps"] == 8 / 2 and f["fifo-cap4.goodput_rps"] == 6 / 2
+    assert all(f[f"{n}.current_rps"] == f[f"{n}.goodput_rps"] for n in FAMILIES)   # no request is followed here
     assert f["vllm-priority.goodput_rps"] == 6 / 2 and f["ours.goodput_rps"] == 9 / 2
     assert f["fifo-cap2.shed_share"] == pytest.approx(0.1) and f["ours.superseded_share"] == pytest.approx(0.1)
     # users in time: the mean of each user's share, not the share of all requests
@@ -86,6 +92,7 @@ def test_level_figures_per_arm_and_the_best_cap_chosen_in_each_draw():
     assert f["fifo-cap4.served_p95_s"] == pytest.approx(3.0)
     assert f["best_fifo.goodput_rps"] == 4.0 and ov.best_cap(f, FAMILIES) == "fifo-cap2"
     assert f["ours_over_best_fifo"] == pytest.approx(4.5 / 4) and f["ours_over_priority"] == pytest.approx(1.5)
+    assert f["current_over_best_fifo"] == f["ours_over_best_fifo"]
     only0 = ov.level_figures(per_arm, FAMILIES, [0, 0], block_s=2.0)           # a draw of user 0 twice
     assert only0["best_fifo.goodput_rps"] == only0["fifo-cap4.goodput_rps"] == 8 / 2
     assert only0["ours_over_best_fifo"] == pytest.approx(6 / 8)
@@ -98,7 +105,7 @@ def test_a_tie_between_caps_goes_to_the_smaller_one():
 
 def test_intervals_bracket_the_point_and_collapse_when_users_are_alike():
     sm = ov.summarize_level(synthetic_level(), FAMILIES, slo_s=1.0, block_s=2.0, draws=300, seed=1)
-    assert sm["users"] == 4 and sm["best_fifo"] == "fifo-cap2"
+    assert sm["users"] == 4 and sm["best_fifo"] == sm["best_fifo_current"] == "fifo-cap2"
     for key in ("ours.goodput_rps", "ours_over_best_fifo", "fifo-cap2.user_in_time"):
         lo, hi = sm["ci"][key]
         assert lo <= sm["point"][key] <= hi and lo < hi, key
@@ -108,11 +115,15 @@ def test_intervals_bracket_the_point_and_collapse_when_users_are_alike():
 
 
 def test_the_acceptance_verdict_reads_the_point_and_the_intervals_low_end():
-    summary = {"point": {"ours_over_best_fifo": 1.6, "ours_over_priority": 0.9, "ours.served_p95_s": 1.0},
-               "ci": {"ours_over_best_fifo": [1.4, 1.9], "ours_over_priority": [0.8, 1.1]}}
+    summary = {"point": {"ours_over_best_fifo": 1.6, "ours_over_priority": 0.9, "current_over_best_fifo": 2.0,
+                         "current_over_priority": 1.2, "ours.served_p95_s": 1.0},
+               "ci": {"ours_over_best_fifo": [1.4, 1.9], "ours_over_priority": [0.8, 1.1],
+                      "current_over_best_fifo": [1.6, 2.5], "current_over_priority": [0.9, 1.5]}}
     acc = ov.acceptance(summary, unloaded_p95_s=0.6)
-    assert acc["goodput_vs_best_fifo"]["met"] and not acc["goodput_vs_best_fifo"]["ci_clears"]
-    assert not acc["goodput_vs_priority"]["met"]
+    assert acc["ours_over_best_fifo"]["met"] and not acc["ours_over_best_fifo"]["ci_clears"]
+    assert not acc["ours_over_priority"]["met"]
+    assert acc["current_over_best_fifo"]["ci_clears"] and acc["current_over_priority"]["met"]
+    assert not acc["current_over_priority"]["ci_clears"]
     assert acc["served_p95"]["met"] and acc["served_p95"]["limit_ms"] == pytest.approx(1200)
     summary["point"]["ours.served_p95_s"] = 1.3
     assert not ov.acceptance(summary, unloaded_p95_s=0.6)["served_p95"]["met"]
@@ -142,7 +153,9 @@ def test_the_report_and_its_headline_from_a_synthetic_run(tmp_path, capsys):
     assert lv["best_fifo"] == "fifo-cap2" and lv["goodput_rps"]["ours"] == 4.5
     assert lv["ours_over_best_fifo"][0] == pytest.approx(1.12) and len(lv["ours_over_best_fifo"]) == 3
     assert headline["target_goodput_1_5x_best_fifo_met"] is False and headline["target_goodput_ge_priority_met"]
+    assert headline["target_current_goodput_ge_priority_met"] and lv["current_rps"]["best_fifo"] == 4.0
     md = (tmp_path / "overload.md").read_text()
     assert "fifo-cap2 (best FIFO)" in md and "The capped FIFO's sweep" in md and "**NOT met**" in md
     assert (tmp_path / "overload_load.png").stat().st_size > 10_000
     assert not any(isinstance(v, float) and math.isnan(v) for v in lv.values())
+    assert "current goodput ≥ 1.5 × the best capped FIFO" in md
