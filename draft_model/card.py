@@ -148,7 +148,7 @@ def render(model_dir: Path, repo: Path) -> str:
         stale = _teacher_retrained(repo, train)
         if stale:
             lines += [f"The teacher was the `{train['teacher']}` of that date: the one there now was trained later "
-                      f"({stale}), so this draft was not distilled on it (re-distil: docs/model-team.md).", ""]
+                      f"({stale}), so this draft was not distilled on it (re-distil: docs/model-team.md, step 3).", ""]
     if data:
         lines += ["## Data", "",
                   f"- train: {data['train_docs']:,} documents, {data['train_tokens'] / 1e6:.2f} M tokens; held out: "
@@ -161,7 +161,7 @@ def render(model_dir: Path, repo: Path) -> str:
             lines.append("- refused: " + (", ".join(_refused(k, v) for k, v in sorted(refused.items())) or "none"))
         else:
             lines.append("- sources: not recorded in quickcode_train.json by the pipeline that made this model; "
-                         "docs/model-team.md (\"What is committed in `models/`\") lists them")
+                         "docs/model-history.md (\"What is committed in `models/`\") lists them")
         held = train.get("heldout_modules", [])
         if held:
             lines.append(f"- held out of training (the benchmarks type these): {', '.join(f'`{m}`' for m in held)}")
