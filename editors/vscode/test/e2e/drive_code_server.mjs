@@ -5,6 +5,7 @@
 // Used by tests/e2e/test_vscode.py:
 //   CS_URL=http://127.0.0.1:PORT WS=/abs/workspace ATTEMPTS='[{"file":"a.py","typed":"self"}]' \
 //   SCREENSHOT=/abs/shot.png RESULT=/abs/result.json node drive_code_server.mjs
+// and by scripts/screenshot_ghost_text.py (the README's picture); VIEWPORT=WIDTHxHEIGHT (default 1280x800).
 import { STATUS, launch, nbsp, openFile, readGhost } from './code_server_ui.mjs';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,6 +18,7 @@ const resultPath = process.env.RESULT;
 const ghostTimeoutMs = Number(process.env.GHOST_TIMEOUT_MS ?? 25000);
 const loadTimeoutMs = Number(process.env.LOAD_TIMEOUT_MS ?? 180000);
 const chromiumPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const [viewWidth, viewHeight] = (process.env.VIEWPORT ?? '1280x800').split('x').map(Number);
 
 const t0 = Date.now();
 const ms = () => Date.now() - t0;
@@ -43,7 +45,7 @@ async function waitStatus(page, prefix) {
 
 const browser = await launch(chromiumPath);
 try {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const page = await browser.newPage({ viewport: { width: viewWidth, height: viewHeight } });
   page.on('console', m => { if (m.type() === 'error') res.console_errors.push(m.text().slice(0, 300)); });
   await page.goto(`${url}/?folder=${encodeURIComponent(ws)}`, { timeout: loadTimeoutMs });
   await page.waitForSelector('.monaco-workbench', { timeout: loadTimeoutMs });
