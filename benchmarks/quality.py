@@ -15,7 +15,7 @@ OpenAI-compatible `POST /v1/completions` (prompt + suffix, greedy, streamed), on
                                    completions (benchmarks/typing.py's sessions through the real language server)
 and, once per model set, offline in PyTorch (fp32) on held-out modules that every compared model held out:
   idiom lines exact, prompted plain and as fill-in-the-middle with the lines after as the suffix (the figures
-  docs/model-team.md quotes), and held-out next-token top-1 (with loss per character, comparable across
+  docs/model-history.md quotes), and held-out next-token top-1 (with loss per character, comparable across
   tokenizers).
 The baseline is the committed models at an earlier commit (`--baseline-rev`, extracted from git into a
 temporary folder), measured in the same run as the current ones; extra arms (`--arm NAME:key=value,...`) serve
@@ -724,7 +724,7 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
             "line. *Served*: through `/v1/completions` with the lines after as the suffix (the server's `fim_policy` "
             "decides: `mid_line` prompts a line end with the plain prefix). *Plain* and *FIM*: PyTorch fp32, "
             "prompted with the plain prefix / as fill-in-the-middle with the suffix (`backend/fim.py` "
-            "`build_prompt`, 512-token budget, healed space) — the figures docs/model-team.md quotes. Top-1 and "
+            "`build_prompt`, 512-token budget, healed space) — the figures docs/model-history.md quotes. Top-1 and "
             "bits per character (comparable across tokenizers) on 512-token windows of the same modules. 95 % "
             "Wilson intervals.\n\n" + md_table(
                 ["arm", "idiom exact, served", "idiom exact, plain prefix", "idiom exact, FIM", "next-token top-1",
