@@ -585,7 +585,7 @@ def _multi_report(rep, args, arms, multi: list[InfillTask]) -> None:
             + md_table(["arm", "exact [95 % CI]", "pass@1 [95 % CI]", "request p50 ms", "request p95 ms"], rows))
 
 
-# ── pieces: a run cut by a time cap (/work/bin/heavy) continues where it stopped ───────────────────────────
+# ── pieces: a run cut by a time cap continues where it stopped ──────────────────────────────────────────────
 def _piece_key(*parts) -> str:
     """What a piece's figures depend on (models by sha256, settings, the tasks asked, the code's digest)."""
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--decontaminate", type=Path, action="append", default=None,
                    help="a JSONL of evaluation problems (prompt/text/canonical_solution/code) training must not "
                         "share a 13-token run with (repeatable; HumanEval is always checked)")
-    p.add_argument("--workers", type=int, default=1, help="processes scanning sources (CPU-heavy: /work/bin/heavy)")
+    p.add_argument("--workers", type=int, default=1, help="processes scanning sources (CPU-heavy: one such job at a time)")
     p.add_argument("--fim-cut", choices=("cursor", "legacy"), default="cursor",
                    help="where FIM samples are cut: at editor cursor places, or the old half-random cuts")
     p.add_argument("--spm-middle-token", choices=("yes", "no"), default=None,

@@ -155,11 +155,15 @@ def _worker(a: argparse.Namespace) -> None:
     torch.set_num_threads(a.threads)  # 1 beside a busy process: 2 were far slower (docs/decisions.md#one-thread)
     torch.manual_seed(a.seed)
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(a.src, dtype=torch.bfloat16)
+    # bf16 where the CPU computes it natively; elsewhere PyTorch emulates it (an AVX2 CPU: ~8x slower than fp32)
+    from backend.cpu_features import cpu_flags, served_dtype
+
+    dtype = getattr(torch, served_dtype("auto", True, cpu_flags()))
+    model = AutoModelForCausalLM.from_pretrained(a.src, dtype=dtype)
     seq_len = min(a.calib_seq_len, model.config.max_position_embeddings - 1)
     heldout = _windows(Path(a.data) / "heldout.bin", a.eval_windows, seq_len, 1234)
     before = _heldout_loss(model, heldout)
-    print(f"[quantize] bf16 held-out loss {before['loss']:.4f} top1 {before['top1']:.4f}", file=sys.stderr)
+    print(f"[quantize] {dtype} held-out loss {before['loss']:.4f} top1 {before['top1']:.4f}", file=sys.stderr)
     calib = _windows(Path(a.data) / "train.bin", a.calib_samples, seq_len, a.seed)
     ds = Dataset.from_dict({"input_ids": [w[:-1].tolist() for w in calib],
                             "attention_mask": [[1] * seq_len for _ in calib]})

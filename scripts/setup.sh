@@ -79,12 +79,12 @@ setup_default_model() {   # the default profile's target (backend/profiles.py): 
     .venv/bin/quickcode model merge --base "$base" --adapter models/smollm2-fim --out "$fim" >/dev/null
   fi
   if [ ! -f "$int8/config.json" ]; then
-    log "quantizing it to W8A8 INT8 (GPTQ, calibrated on FIM samples of the standard library: a few minutes)"
+    log "quantizing it to W8A8 INT8 (round to nearest, activations per token: about two minutes)"
     .venv/bin/quickcode model prepare --data runs/data-smollm2-fim-calib --tokenizer-from "$fim" \
       --source stdlib --max-docs 400 --fim-rate 0.9 --spm-rate 1.0 --passes 1 --chunk-chars 4000 \
       >runs/prepare-smollm2-fim.log 2>&1 || { tail -5 runs/prepare-smollm2-fim.log >&2; exit 1; }
     .venv/bin/quickcode model quantize --src "$fim" --out "$int8" --data runs/data-smollm2-fim-calib \
-      --eval-windows 8 --vllm-prompts 0 2>&1 | tail -1
+      --method rtn --smoothquant 0 --calib-samples 4 --eval-windows 8 --vllm-prompts 0 --threads 2 2>&1 | tail -1
   fi
 }
 
