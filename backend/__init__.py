@@ -23,7 +23,8 @@ Read in the order of a request:
   fake_engine.py   scripted tokens on an injected clock (fake_clock.py): tests of our own code, no vLLM
 Beside the path: openai_api.py (`POST /v1/completions`), compat_api.py (llama.cpp /infill, Ollama),
 debug_api.py (`/debug/*` knobs), http_gate.py (what every HTTP request passes first), auth.py (hashed
-per-user tokens), tenancy.py (who may share the prefix cache), ratelimit.py (per-user token buckets),
+per-user tokens), first_token.py (the first token of a server started with none: the
+container images), tenancy.py (who may share the prefix cache), ratelimit.py (per-user token buckets),
 telemetry.py (client outcomes into bounded metrics), metrics.py (Prometheus), model_info.py (what a model
 folder says about itself), cpu_features.py (is bf16 native here: the served dtype, the training step),
 settings.py (the one typed source of defaults), profiles.py (which models a bare serve serves, and why),

@@ -79,9 +79,12 @@ def run(settings: Settings, engine=None) -> None:
     # JSON: vLLM's logger (in this process) goes through the root handler too
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0" if settings.log_format == "json" else "1")
     logs.configure(settings.log_level, settings.log_format)
+    from backend import first_token
     from backend.tenancy import check_bind
 
-    # before anything starts: an open server beyond loopback exits here unless the operator allowed it
+    # before anything starts: an open server beyond loopback exits here unless the operator allowed it, or
+    # gets its first token (auth_bootstrap_dir: the container images)
+    settings = first_token.ensure(settings)
     check_bind(settings.host, bool(settings.auth_tokens_file or settings.auth_tokens), settings.allow_open)
     check_files(settings)
     logging.getLogger("quickcode.serve").info(

@@ -216,6 +216,9 @@ class Settings(BaseSettings):
     """/metrics on a separate listener without auth, "host:port" (a port only Prometheus reaches)."""
     allow_open: bool = False
     """An open server (no tokens) may listen beyond loopback only if this is true (logged loudly at start)."""
+    auth_bootstrap_dir: Path | None = None
+    """Instead of refusing an open bind beyond loopback: make one token at the first start into this folder
+    (backend/first_token.py; the container images set a volume); unset: refuse."""
     allowed_origins: list[str] = []
     """Browser origins allowed to call the server: editors and CLIs send no Origin, a web page does (and every
     page the developer opens can reach ws://127.0.0.1), refused unless listed here."""

@@ -5,8 +5,8 @@ behaviour is not the point. `start(...)` runs it and waits until it is ready.
 
 Each request writes `result = compute()` and a newline; with `--hold` it writes its first token and then
 nothing more for an hour: a stream that is running whenever the test looks, on any machine. `--drain-s`: the
-drain deadline at SIGTERM (default 0.5 s); `--max-tokens-limit` as the setting; `--set` any other setting (as
-`quickcode serve --set`).
+drain deadline at SIGTERM (default 0.5 s); `--max-tokens-limit`, `--host`, `--auth-bootstrap-dir` as the
+settings; `--set` any other setting (as `quickcode serve --set`).
 """
 from __future__ import annotations
 
@@ -30,11 +30,14 @@ def main() -> None:
     ap.add_argument("--hold", action="store_true", help="hold every stream after its first token")
     ap.add_argument("--drain-s", type=float, default=0.5, help="the drain deadline at SIGTERM")
     ap.add_argument("--max-tokens-limit", type=int, default=Settings().max_tokens_limit)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--auth-bootstrap-dir", type=Path, default=None, help="the setting auth_bootstrap_dir")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
     sets = dict(kv.split("=", 1) for kv in args.set)
     settings = Settings(**{"spec_method": "off", "heal_token": False, "replica_id": "fake-process",
-                           "port": args.port, "shutdown_drain_s": args.drain_s,
+                           "port": args.port, "host": args.host, "auth_bootstrap_dir": args.auth_bootstrap_dir,
+                           "shutdown_drain_s": args.drain_s,
                            "max_tokens_limit": args.max_tokens_limit, "log_level": "warning",
                            "heal_space": False,     # the script's first token starts a word: nothing to heal
                            **sets})
