@@ -9,12 +9,16 @@ What this machine can do (Debian 12 packages only, no container registry reachab
 - What works: `debootstrap` makes a Debian 12 root file system with Python 3.11 (the Debian and Python of that
   base image), `buildah` turns it into a local base image, `buildah bud --isolation chroot` builds
   deploy/docker/Dockerfile.cpu unchanged on it (BASE is a build argument; overlay storage), and `buildah run
-  --isolation chroot` runs the built image's own command as its user with its environment — in a chroot on the
-  host network, without namespaces or cgroups (a container runtime's isolation is what is not tested).
+  --isolation chroot` runs the built image's own command as its user with its own environment (nothing
+  overridden: it binds 0.0.0.0:8765 and makes its first token, as `docker run -p 8765:8765 -v STATE:...` would),
+  its state volume a folder of the test — in a chroot on the host network, without namespaces or cgroups (a
+  container runtime's isolation is what is not tested).
 The build reaches PyPI through this machine's TLS-intercepting proxy (its CA bundle is mounted into the build as
 PIP_CERT) and takes torch 2.13.0+cpu from the machine's local wheel (in deploy/docker/wheels/, as an offline build
 would). The CUDA image is not built here (no GPU; several GB of CUDA wheels); its files are checked like the CPU
-image's.
+image's: its lock, its C compiler for Triton, and that the documented `docker run` mounts hold every file the GPU
+profile reads. The compose file is validated against the Compose Specification's JSON schema (tests/data/
+compose-spec.json, from the compose-spec repository) with no Docker engine.
 """
 from __future__ import annotations
 
@@ -36,7 +40,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.launch import free_port
 from tests.conftest import REPO
 
 DOCKER = REPO / "deploy" / "docker"
@@ -61,6 +64,30 @@ def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return out
 
 
+def _args(dockerfile: Path) -> dict[str, str]:
+    """Build arguments and their defaults (the last declaration wins, as in a stage after FROM)."""
+    out = {}
+    for word, rest in _instructions(dockerfile):
+        if word == "ARG":
+            name, _, default = rest.partition("=")
+            out[name] = default
+    return out
+
+
+def _copies(dockerfile: Path) -> list[list[str]]:
+    """The local COPY instructions (not --from a stage), build arguments replaced by their defaults."""
+    args = _args(dockerfile)
+    out = []
+    for word, rest in _instructions(dockerfile):
+        if word == "COPY" and not rest.startswith("--from"):
+            out.append([re.sub(r"\$\{(\w+)\}", lambda m: args[m[1]], w) for w in rest.split()])
+    return out
+
+
+def _env(dockerfile: Path) -> dict[str, str]:
+    return dict(kv.split("=", 1) for word, rest in _instructions(dockerfile) if word == "ENV" for kv in rest.split())
+
+
 def _dockerignore() -> list[str]:
     return [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()
             if ln.strip() and not ln.startswith("#")]
@@ -74,8 +101,7 @@ def _ignored(rel: str, patterns: list[str]) -> bool:
 @pytest.mark.parametrize("flavour", sorted(DOCKERFILES))
 def test_every_copied_path_exists_and_is_in_the_build_context(flavour):
     ignore = _dockerignore()
-    copies = [rest.split() for word, rest in _instructions(DOCKERFILES[flavour]) if word == "COPY"]
-    local = [c for c in copies if not c[0].startswith("--from")]
+    local = _copies(DOCKERFILES[flavour])
     assert len(local) >= 8, local
     for *sources, _dest in local:
         for src in sources:
@@ -97,10 +123,79 @@ def test_the_image_runs_quickcode_serve_as_uid_1000_on_8765(flavour):
     assert cmd[:2] == ["quickcode", "serve"]
     assert [rest for word, rest in ins if word == "USER"][-1] == "1000"
     assert [rest for word, rest in ins if word == "EXPOSE"] == ["8765"]
-    env = " ".join(rest for word, rest in ins if word == "ENV")
-    assert "QUICKCODE_HOST=0.0.0.0" in env and "QUICKCODE_PORT=8765" in env
+    env = _env(DOCKERFILES[flavour])
+    assert env["QUICKCODE_HOST"] == "0.0.0.0" and env["QUICKCODE_PORT"] == "8765"
     if flavour == "gpu":   # the shipped GPU profile by name: found in the installed wheel (backend/assets.py)
         assert cmd[2:] == ["--config", "gpu-13b-int8"] and (REPO / "configs" / "gpu-13b-int8.toml").is_file()
+
+
+def test_the_cpu_image_is_never_open_and_keeps_its_first_token_on_a_volume():
+    """No tokens given: the server makes one into a volume (backend/first_token.py), the folder its user owns."""
+    df = DOCKERFILES["cpu"]
+    state = _env(df)["QUICKCODE_AUTH_BOOTSTRAP_DIR"]
+    assert "QUICKCODE_ALLOW_OPEN" not in _env(df)
+    assert [json.loads(rest) for word, rest in _instructions(df) if word == "VOLUME"] == [[state]]
+    run = " ".join(rest for word, rest in _instructions(df) if word == "RUN")
+    assert f"mkdir -p {state} && chown 1000:1000 {state}" in run
+    # the folder for built model folders (build argument MODELS) is in the context and copied into the image
+    (models_arg,) = [c for c in _copies(df) if c[-1] == "/opt/quickcode/models/"]
+    assert models_arg[0] == "deploy/docker/models/" and (REPO / "deploy/docker/models/README.md").is_file()
+
+
+def _lock(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_the_gpu_image_installs_from_its_lock_and_has_a_c_compiler_for_triton():
+    df = DOCKERFILES["gpu"]
+    runs = [rest for word, rest in _instructions(df) if word == "RUN"]
+    assert any("pip install -c requirements/lock-gpu.txt '.[gpu]'" in r for r in runs), runs
+    final = df.read_text().rsplit("\nFROM ", 1)[1]            # the runtime stage, not the build stage
+    assert re.search(r"apt-get install [^&]*\bgcc\b", final) and "libc6-dev" in final and "Python.h" in final
+    assert _env(df)["CC"] == "gcc"
+    lock = _lock(REPO / "requirements" / "lock-gpu.txt")
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    pinned = [r for r in project["dependencies"] + extras["gpu"] + extras["server"] if "==" in r]
+    for req in pinned:       # the project's own pins, as the lock has them
+        name, version = req.split("==")
+        assert lock.get(re.sub(r"[-_.]+", "-", name).lower()) == version, f"lock-gpu.txt: {req}"
+    # a CUDA environment: torch of PyPI with its CUDA libraries, and Triton
+    assert "+cpu" not in lock["torch"] and "triton" in lock and any(n.startswith("nvidia-cu") for n in lock)
+
+
+def _documented_mounts(text: str) -> list[tuple[str, str, bool]]:
+    """(host, container, read-only) of each -v of the first `docker run --gpus` in `text` (comment or Markdown)."""
+    m = re.search(r"docker run [^\n]*--gpus(?:[^\n]*\\\n)*[^\n]*", text)
+    assert m, "no documented docker run --gpus"
+    out = []
+    for spec in re.findall(r"-v (\S+)", m[0]):
+        host, container, *mode = spec.split(":")
+        out.append((host, container, mode == ["ro"]))
+    return out
+
+
+@pytest.mark.parametrize("doc", ["deploy/docker/Dockerfile.gpu", "deploy/README.md"])
+def test_the_documented_gpu_run_mounts_every_file_the_profile_reads(doc, monkeypatch):
+    from backend.settings import Settings
+
+    df = DOCKERFILES["gpu"]
+    monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "gpu-13b-int8.toml"))
+    s = Settings()
+    workdir = Path([rest for word, rest in _instructions(df) if word == "WORKDIR"][-1])
+    mounts = _documented_mounts((REPO / doc).read_text())
+    needed = {name: workdir / getattr(s, name) for name in
+              ("auth_tokens_file", "ssl_certfile", "ssl_keyfile", s.target_setting, "draft_model")}
+    for name, path in needed.items():
+        assert any(path.is_relative_to(c) for _, c, _ in mounts), f"{doc}: {name} {path} is on no mount {mounts}"
+    writable = [c for _, c, ro in mounts if not ro]
+    for var in ("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR"):       # compiled kernels are kept between starts
+        assert any(Path(_env(df)[var]).is_relative_to(c) for c in writable), (var, mounts)
 
 
 def test_k8s_runs_the_cuda_image_of_this_release_as_its_user():
@@ -113,6 +208,21 @@ def test_k8s_runs_the_cuda_image_of_this_release_as_its_user():
     assert f'org.opencontainers.image.version="{VERSION}"' in DOCKERFILES["gpu"].read_text()
 
 
+def test_compose_file_matches_the_compose_specification():
+    import jsonschema
+
+    validator = jsonschema.Draft7Validator(json.loads((REPO / "tests" / "data" / "compose-spec.json").read_text()))
+    compose = yaml.safe_load((REPO / "deploy" / "compose" / "compose.yaml").read_text())
+    assert [e.message for e in validator.iter_errors(compose)] == []
+    for name, svc in compose["services"].items():     # what the schema cannot see: named volumes are declared
+        for v in svc.get("volumes", []):
+            source = v.split(":")[0]
+            assert source.startswith(".") or source in compose["volumes"], f"{name}: volume {source} undeclared"
+    broken = yaml.safe_load(yaml.safe_dump(compose))
+    broken["services"]["backend"]["restrat"] = "always"
+    assert list(validator.iter_errors(broken)), "the schema rejects an unknown key"
+
+
 def test_compose_scrapes_the_backend_and_provisions_the_dashboard():
     compose_dir = REPO / "deploy" / "compose"
     compose = yaml.safe_load((compose_dir / "compose.yaml").read_text())
@@ -122,8 +232,18 @@ def test_compose_scrapes_the_backend_and_provisions_the_dashboard():
     assert backend["image"] == f"quickcode/backend:{VERSION}-cpu"
     assert (compose_dir / backend["build"]["context"] / backend["build"]["dockerfile"]).resolve() == DOCKERFILES["cpu"]
     assert all(p.startswith("127.0.0.1:") for s in services.values() for p in s.get("ports", [])), "loopback only"
+    # the image's own command and defaults: never open, its first token on a volume of the stack
+    assert "command" not in backend and "entrypoint" not in backend
+    env = backend["environment"]
+    assert not {"QUICKCODE_HOST", "QUICKCODE_ALLOW_OPEN", "QUICKCODE_AUTH_BOOTSTRAP_DIR"} & set(env)
+    state = _env(DOCKERFILES["cpu"])["QUICKCODE_AUTH_BOOTSTRAP_DIR"]
+    assert any(v.split(":")[1] == state and v.split(":")[0] in compose["volumes"] for v in backend["volumes"])
+    # Prometheus scrapes the metrics-only listener (no token), which no published port exposes
+    metrics_port = env["QUICKCODE_METRICS_BIND"].rpartition(":")[2]
     scrape = yaml.safe_load((compose_dir / "prometheus.yml").read_text())["scrape_configs"]
-    assert scrape[0]["static_configs"][0]["targets"] == ["backend:8765"] and scrape[0]["metrics_path"] == "/metrics"
+    assert scrape[0]["static_configs"][0]["targets"] == [f"backend:{metrics_port}"]
+    assert scrape[0]["metrics_path"] == "/metrics"
+    assert not any(p.endswith(f":{metrics_port}") for p in backend["ports"])
 
     mounts = dict(v.rsplit(":", 1)[0].split(":", 1) for v in services["grafana"]["volumes"] if v.startswith("."))
     provisioning = (compose_dir / next(h for h, c in mounts.items() if c == "/etc/grafana/provisioning")).resolve()
@@ -193,15 +313,18 @@ def _local_torch_wheel() -> Path | None:
 def _build_inputs_sha256() -> str:
     """What the CPU image is built from: its Dockerfile and every file it copies (an unchanged build is reused)."""
     df = DOCKERFILES["cpu"]
-    paths = [src for word, rest in _instructions(df) if word == "COPY" and not rest.startswith("--from")
-             for src in rest.split()[:-1]]
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths],
-                           cwd=REPO, capture_output=True, check=True).stdout.decode().split("\0")
     ignore = _dockerignore()
+    files = set()
+    for src in (src for copy in _copies(df) for src in copy[:-1]):   # what the build sees: .dockerignore only
+        top = REPO / src
+        found = [top] if top.is_file() else [p for p in top.rglob("*") if p.is_file()]
+        files |= {p.relative_to(REPO).as_posix() for p in found}
     h = hashlib.sha256(df.read_bytes())
-    for rel in sorted(filter(None, files)):
-        if (REPO / rel).is_file() and not _ignored(rel, ignore):
-            h.update(rel.encode() + b"\0" + (REPO / rel).read_bytes())
+    for rel in sorted(f for f in files if not _ignored(f, ignore)):
+        path = REPO / rel
+        # a wheel is named by its version: its name and size stand for it (torch's is 200 MB)
+        data = f"{path.stat().st_size}".encode() if rel.endswith(".whl") else path.read_bytes()
+        h.update(rel.encode() + b"\0" + data)
     return h.hexdigest()
 
 
@@ -246,20 +369,40 @@ def cpu_image(tmp_path_factory):
     return build_cpu_image(tmp_path_factory.mktemp("image"))
 
 
+def _port_is_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
 @pytest.mark.slow
 @pytest.mark.engine
 @pytest.mark.timeout(3600)     # the build (when its inputs changed) is part of the test: ~5–10 min here
-def test_the_cpu_image_builds_serves_readyz_and_passes_the_doctor(cpu_image, tmp_path):
+def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_path):
+    """`docker run -p 8765:8765 -v STATE:/var/lib/quickcode IMAGE`: its own command, user, working directory and
+    environment, nothing overridden. It listens on 0.0.0.0:8765 (the host network here), makes its first token
+    into the state volume and says so, refuses a client without it, and serves one with it."""
     config = json.loads(_buildah("inspect", "--type", "image", cpu_image))["Docker"]["config"]
     size = _buildah("images", "--format", "{{.Size}}", cpu_image)
     assert config["User"] == "1000" and config["Cmd"] == ["quickcode", "serve"], config
+    env = dict(e.split("=", 1) for e in config["Env"])
+    port, state_in = int(env["QUICKCODE_PORT"]), env["QUICKCODE_AUTH_BOOTSTRAP_DIR"]
+    assert env["QUICKCODE_HOST"] == "0.0.0.0" and state_in in config["Volumes"], config
+    assert _port_is_free(port), f"port {port} is taken on this machine: the image's own port is what is tested"
+    state = tmp_path / "state"                  # the volume: a folder of the host that uid 1000 owns
+    state.mkdir(mode=0o700)
+    os.chown(state, 1000, 1000)
     ctr = _buildah("from", "--name", f"quickcode-test-{os.getpid()}", cpu_image)
-    port = free_port()
     log = tmp_path / "container.log"
-    # the image's own command, user, environment and working directory; the port moved off 8765 (host network)
+    # buildah run applies the image's environment itself; user and working directory are the image's own
     run = ["buildah", *STORAGE, "run", "--isolation", "chroot", "--user", config["User"],
-           "--workingdir", config["WorkingDir"], "--env", f"QUICKCODE_PORT={port}", "--env", "QUICKCODE_HOST=127.0.0.1",
-           ctr, "--", *config["Cmd"]]
+           "--workingdir", config["WorkingDir"], "--volume", f"{state}:{state_in}", ctr, "--", *config["Cmd"]]
     proc = subprocess.Popen(run, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
     try:
         t0, ready = time.monotonic(), None
@@ -279,12 +422,21 @@ def test_the_cpu_image_builds_serves_readyz_and_passes_the_doctor(cpu_image, tmp
         assert ready is not None, log.read_text()[-4000:]
         print(f"\n{cpu_image} ({size}): /readyz {ready} after {time.monotonic() - t0:.0f} s")
         assert ready["ready"] is True and ready["model"] == "quickcode-embedded"
+        # its first start made one token, said why and where (never the token itself)
+        token = (state / "initial-token").read_text().strip()
+        text = log.read_text()
+        assert "no API tokens are configured" in text and f"{state_in}/initial-token" in text, text[-4000:]
+        assert token not in text and (state / "tokens").stat().st_uid == 1000
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
+        assert refused.value.code == 401
         # what a developer runs against it: every check passes, real completions included
         d = _run([sys.executable, "-m", "quickcode", "doctor", "--endpoint", f"ws://127.0.0.1:{port}/v1/ws", "--json",
-                  "--timeout", "30"], 300, cwd=REPO)
+                  "--timeout", "30", "--token", token], 300, cwd=REPO)
         report = json.loads(d.stdout.strip().splitlines()[-1])
         assert d.returncode == 0, report
-        assert {c["name"]: c["status"] for c in report["checks"]}["latency"] == "ok", report
+        checks = {c["name"]: c["status"] for c in report["checks"]}
+        assert checks["token"] == "ok" and checks["latency"] == "ok", report
         print("doctor:", "; ".join(f"{c['name']} {c['status']}" for c in report["checks"]))
         # it runs as the image's user, from the wheel's models (no checkout inside)
         probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], ctr, "--", "python3", "-c",
@@ -299,17 +451,19 @@ def test_the_cpu_image_builds_serves_readyz_and_passes_the_doctor(cpu_image, tmp
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(30)
-        _kill_served_on(port)
+        _kill_container_processes()
         _run(["buildah", *STORAGE, "rm", ctr], 300)
 
 
-def _kill_served_on(port: int) -> None:
-    """Whatever of the container's processes outlived buildah (the server for this port, and its engine)."""
+def _kill_container_processes() -> None:
+    """Whatever of the container's processes outlived buildah (the server and its engine): those whose program
+    lies in this test's image storage."""
     import psutil
 
-    for p in psutil.process_iter(["cmdline"]):
+    root = STORAGE[STORAGE.index("--root") + 1]
+    for p in psutil.process_iter(["exe"]):
         try:
-            if "serve" in (p.info["cmdline"] or []) and p.environ().get("QUICKCODE_PORT") == str(port):
+            if (p.info["exe"] or "").startswith(root + "/"):
                 for child in p.children(recursive=True) + [p]:
                     child.kill()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
