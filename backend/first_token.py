@@ -1,11 +1,11 @@
 """A network-facing server's first API token, made at its first start when the operator configured none.
 
-With `auth_bootstrap_dir` set (the container images set it to a volume) and neither `auth_tokens_file` nor
-`auth_tokens` given, a server bound beyond loopback does not refuse to start (a restart loop with the reason in
-one log line) nor start open: it issues one token for the user `owner` into `<dir>/tokens` (hashes only, the
-file every later start reads), writes the token itself to `<dir>/initial-token` (0600, for the operator to read
-once and delete) and says so in the log, with the reason. The token never goes to the log, which is collected
-and kept elsewhere.
+With `auth_bootstrap_dir` set (the container images set it to a volume) and neither `auth_tokens_file`
+nor `auth_tokens` given, a server bound beyond loopback neither refuses to start (a restart loop, the
+reason in one log line) nor starts open: it issues one token for the user `owner` into `<dir>/tokens`
+(hashes only, the file every later start reads), writes the token itself to `<dir>/initial-token` (0600,
+for the operator to read once and delete) and says so in the log, with the reason. The token never goes
+to the log, which is collected and kept elsewhere.
 """
 from __future__ import annotations
 
@@ -58,14 +58,15 @@ def ensure(settings: Settings) -> Settings:
             _write_private(folder / INITIAL, token + "\n")   # first: a crash here leaves no tokens file
             _write_private(tokens, f"# made at the first start of this server\n{USER}:{hash_token(token)}\n")
         except OSError as e:
-            raise SystemExit(f"quickcode serve: no API tokens are configured and the first one cannot be made "
-                             f"in auth_bootstrap_dir {folder}: {e}") from None
+            raise SystemExit(f"quickcode serve: no API tokens are configured and the first one cannot be "
+                             f"made in auth_bootstrap_dir {folder}: {e}") from None
         log.warning(
-            "no API tokens are configured (auth_tokens_file, auth_tokens) and this server listens on %s, beyond "
-            "loopback: open, anyone who reaches the port would use the model and every per-user limit would be "
-            "void. So this first start made one token, for the user %r: its hash is in %s, which every later "
-            "start reads. Read the token once (then delete that file):  docker exec CONTAINER cat %s  "
-            "(compose: docker compose exec backend cat %s). Your own tokens instead: mount a file of `quickcode "
-            "token issue` and set QUICKCODE_AUTH_TOKENS_FILE (or QUICKCODE_AUTH_TOKENS).",
+            "no API tokens are configured (auth_tokens_file, auth_tokens) and this server listens on %s, "
+            "beyond loopback: open, anyone who reaches the port would use the model and every per-user limit "
+            "would be void. So this first start made one token, for the user %r: its hash is in %s, which "
+            "every later start reads. Read the token once (then delete that file):  "
+            "docker exec CONTAINER cat %s  (compose: docker compose exec backend cat %s). "
+            "Your own tokens instead: mount a file of "
+            "`quickcode token issue` and set QUICKCODE_AUTH_TOKENS_FILE (or QUICKCODE_AUTH_TOKENS).",
             settings.host, USER, tokens, folder / INITIAL, folder / INITIAL)
     return settings.model_copy(update={"auth_tokens_file": tokens})
