@@ -32,18 +32,27 @@ def profile_settings(name: str) -> dict[str, object]:
     raise ValueError(f"no profile {name!r} (profiles: auto, {', '.join(PROFILE_NAMES)})")
 
 
-def choose_profile(setting: str, native_bf16_flags: list[str], gpu: bool) -> tuple[str, str]:
+def choose_profile(setting: str, native_bf16_flags: list[str], gpu: bool,
+                   built: bool = True) -> tuple[str, str]:
     """(profile, why) for the `profile` setting: `auto` serves the default on a GPU or a CPU that computes
     bf16 natively, and the light profile where bf16 would be emulated (the default's cold prompts there take
-    seconds, docs/decisions.md#profile-auto)."""
+    seconds, docs/decisions.md#profile-auto) or where the default's model is not built (`built`)."""
     if setting != "auto":
         return setting, f"profile = {setting!r} was set"
+    if not built:
+        return "light", ("auto: the default's model is not built here (scripts/setup.sh builds it into "
+                         f"{built_models_dir()})")
     if gpu:
         return "default", "auto: a GPU"
     if native_bf16_flags:
         return "default", f"auto: this CPU computes bf16 natively ({', '.join(native_bf16_flags)})"
     return "light", ("auto: this CPU would emulate bf16, where the default misses the typing budget "
                      "(set profile = \"default\" to serve it anyway)")
+
+
+def default_built() -> bool:
+    """The default profile's served folder is there (set-up built it)."""
+    return (built_models_dir() / "smollm2-fim-int8" / "config.json").is_file()
 
 
 def has_gpu() -> bool:

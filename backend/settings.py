@@ -242,7 +242,8 @@ class Settings(BaseSettings):
         if {"model", "model_int8"} & self.model_fields_set:
             self._profile_served, self._profile_why = "custom", "a model was named (model or model_int8)"
             return self
-        name, why = profiles.choose_profile(self.profile, native_bf16_flags(cpu_flags()), profiles.has_gpu())
+        name, why = profiles.choose_profile(self.profile, native_bf16_flags(cpu_flags()), profiles.has_gpu(),
+                                            profiles.default_built())
         for key, value in profiles.profile_settings(name).items():
             if key not in self.model_fields_set:
                 setattr(self, key, value)

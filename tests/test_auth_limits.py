@@ -316,6 +316,8 @@ def test_doctor_passes_every_check_on_a_healthy_backend(secure: Secure):
     assert tls["status"] == "warn" and "certificate verified" in tls["detail"] and "CN=localhost" in tls["detail"]
     assert "expires in 1 days" in tls["detail"] and tls["fix"] == "renew the certificate"
     assert "quickcode-embedded" in checks["model"]["detail"] and "replica secure" in checks["protocol"]["detail"]
+    # the profile the backend serves, and why (the tests' backends serve the light one by name)
+    assert "profile light (profile = 'light' was set)" in checks["ready"]["detail"], checks["ready"]
     assert "p50" in checks["latency"]["detail"] and "over 3 requests" in checks["latency"]["detail"]
 
 

@@ -23,3 +23,9 @@ def test_each_profile_names_its_target_and_an_unknown_one_is_refused():
     assert set(default) == set(light)   # every profile fills the same settings: none leaks from another
     with pytest.raises(ValueError, match="no profile"):
         profile_settings("huge")
+
+
+def test_auto_serves_light_where_the_defaults_model_is_not_built_and_says_how_to_build_it():
+    name, why = choose_profile("auto", ["avx512_bf16"], gpu=True, built=False)
+    assert name == "light" and "not built" in why and "scripts/setup.sh" in why
+    assert choose_profile("default", [], gpu=False, built=False)[0] == "default"   # named: served (or refused)
