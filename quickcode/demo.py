@@ -1,10 +1,10 @@
 """`quickcode demo`: the whole stack on the embedded default, as a developer would meet it.
 
-Starts the backend (real vLLM on the embedded default profile), starts the language server, opens a real
-source file the models never saw in training (a held-out standard-library module), types part of it keystroke
-by keystroke as VS Code would send it, accepts suggestions that match what comes next, and prints what was
-completed, the keystrokes it saved and how fast. The last line of output is one JSON object of headline
-figures.
+Starts the backend (real vLLM on the profile a bare `quickcode serve` picks, or `--profile`), starts the
+language server, opens a real source file the models never saw in training (a held-out standard-library
+module), types part of it keystroke by keystroke as VS Code would send it, accepts suggestions that match what
+comes next, and prints what was completed, the keystrokes it saved and how fast. The last line of output is
+one JSON object of headline figures.
 """
 from __future__ import annotations
 
@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "cancel), or Neovim's own (200 ms after the last key)")
     p.add_argument("--speed", type=float, default=1.5, help="typing speed multiple (1 ≈ 55 words/minute)")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--profile", choices=("auto", "default", "light"), default="auto",
+                   help="the embedded profile the backend serves (auto: as a bare `quickcode serve` does)")
 
 
 def heldout_file() -> Path:
@@ -59,10 +61,10 @@ def heldout_file() -> Path:
     return stdlib / "textwrap.py"
 
 
-def start_demo_backend(log_path: Path) -> RunningBackend:
+def start_demo_backend(log_path: Path, profile: str = "auto") -> RunningBackend:
     t0 = time.monotonic()
     with console.status("[bold]starting the backend (vLLM engine)…") as status:
-        b = start_backend(log_path, on_wait=lambda s: status.update(
+        b = start_backend(log_path, f"profile={profile}", on_wait=lambda s: status.update(
             f"[bold]starting the backend (vLLM engine)… {s:.0f} s"))
     ready = _readyz(b.http_url)
     console.print(f"backend ready in {time.monotonic() - t0:.1f} s: profile {ready.get('profile')} "
@@ -128,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     backend = None
     url = args.url
     if url is None:
-        backend = start_demo_backend(REPO / "artifacts" / "logs" / "demo-backend.log")
+        backend = start_demo_backend(REPO / "artifacts" / "logs" / "demo-backend.log", args.profile)
         url = backend.ws_url
     try:
         out = asyncio.run(session(url, path, args))
