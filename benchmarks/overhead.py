@@ -47,11 +47,12 @@ def run(args: argparse.Namespace) -> dict:
     return _report(args, settings, res)
 
 
-async def _main(args, settings, corpus: CodeCorpus) -> dict:
+async def serve_here(settings):
+    """(uvicorn server, its task, the app's backend) once the engine is ready: the app served on a task of this
+    event loop, so a benchmark reads the engine's own timings beside its client's."""
     import uvicorn
 
     from backend.app import create_app
-    from backend.fim import build_prompt
 
     app = create_app(settings)
     config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, http="httptools", ws="websockets-sansio",
@@ -59,13 +60,20 @@ async def _main(args, settings, corpus: CodeCorpus) -> dict:
     server = uvicorn.Server(config)
     serve_task = asyncio.create_task(server.serve())
     backend = app.state.backend
-    progress("starting the engine in this process (uvicorn serves the app on a task of this event loop)")
     while not backend.engine.ready:
         if serve_task.done():
             raise RuntimeError("the server stopped") from serve_task.exception()
         if backend.engine.start_error:
             raise RuntimeError(backend.engine.start_error)
         await asyncio.sleep(0.2)
+    return server, serve_task, backend
+
+
+async def _main(args, settings, corpus: CodeCorpus) -> dict:
+    from backend.fim import build_prompt
+
+    progress("starting the engine in this process (uvicorn serves the app on a task of this event loop)")
+    server, serve_task, backend = await serve_here(settings)
     engine = backend.engine
     url = f"ws://127.0.0.1:{settings.port}/v1/ws"
     session = await Session(url, "overhead").open()

@@ -42,24 +42,12 @@ def run(args, overrides: dict) -> dict:
 
 
 async def _main(args, settings, corpus: CodeCorpus) -> dict:
-    import uvicorn
     from openai import AsyncOpenAI
 
-    from backend.app import create_app
     from backend.fim import build_prompt
+    from benchmarks.overhead import serve_here
 
-    app = create_app(settings)
-    config = uvicorn.Config(app, host="127.0.0.1", port=settings.port, http="httptools", ws="websockets-sansio",
-                            log_level="warning", lifespan="on", access_log=False)
-    server = uvicorn.Server(config)
-    serve_task = asyncio.create_task(server.serve())
-    backend = app.state.backend
-    while not backend.engine.ready:
-        if serve_task.done():
-            raise RuntimeError("the server stopped") from serve_task.exception()
-        if backend.engine.start_error:
-            raise RuntimeError(backend.engine.start_error)
-        await asyncio.sleep(0.2)
+    server, serve_task, backend = await serve_here(settings)
     engine = backend.engine
     client = AsyncOpenAI(base_url=settings.engine_url, api_key=settings.engine_api_key.get_secret_value() or "none",
                          max_retries=0, timeout=60.0)
