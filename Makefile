@@ -1,5 +1,5 @@
 # The two commands of README.md:  `make demo`  and  `make test`  (each sets up what it needs first).
-.PHONY: demo test test-fast test-engine test-editors setup setup-all
+.PHONY: demo test test-fast test-engine test-editors setup setup-all dist
 SHELL := /bin/bash
 
 setup:
@@ -23,3 +23,7 @@ test-engine: setup
 
 test-editors: setup-all
 	.venv/bin/python -m pytest -q -m editor
+
+# The installable artefacts in dist/: the language-server wheel, the full wheel, the VS Code .vsix.
+dist:
+	scripts/build_dists.sh

@@ -1,7 +1,8 @@
 """The `quickcode` command: one entry point, subcommands registered by the part of the tree that owns them.
 
 Only the chosen subcommand's arguments are built (and its modules imported), so `quickcode lsp` never pays
-for torch, vLLM or the benchmarks.
+for torch, vLLM or the benchmarks, and the language-server distribution (quickcode-lsp: quickcode/cli.py,
+lsp_client/, protocol/) runs `lsp` and `doctor` with the backend's packages absent; its other commands say so.
 """
 from __future__ import annotations
 
@@ -19,6 +20,26 @@ COMMANDS = {
     "bench": "benchmarks: a markdown report, then one JSON line of headline figures",
     "report": "latency breakdown table (component, p50, p95, share)",
 }
+
+# the extra of the full `quickcode` package each backend-side command needs (`lsp` and `doctor` need none)
+EXTRAS = {"serve": "cpu", "token": "server", "demo": "cpu", "model": "train", "bench": "bench",
+          "report": "bench"}
+# the full package's own modules, absent from the language-server distribution
+FULL_ONLY = ("backend", "draft_model", "benchmarks", "quickcode.demo")
+
+
+def missing_module_message(name: str, err: ModuleNotFoundError) -> str:
+    """Why `quickcode NAME` cannot run here, and what to install: the full package, or the extra it lacks."""
+    missing = err.name or str(err)
+    extra = EXTRAS.get(name, "cpu")
+    if missing in FULL_ONLY or missing.split(".")[0] in FULL_ONLY:
+        return (f"quickcode {name}: this is the language-server package (quickcode-lsp: `quickcode lsp` and "
+                f"`quickcode doctor` only). `{name}` is part of the full quickcode package: from a "
+                f"checkout, `pip install '.[{extra}]'` (or the quickcode wheel of `make dist`, "
+                f"with [{extra}]).")
+    return (f"quickcode {name}: needs the Python package {missing.split('.')[0]!r}, which is not installed: "
+            f"install the quickcode package with its extra [{extra}] (from a checkout: "
+            f"`pip install '.[{extra}]'`).")
 
 
 def _register(name: str, sub: argparse._SubParsersAction) -> None:
@@ -60,7 +81,10 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     for name, helptext in COMMANDS.items():
         if name == chosen:
-            _register(name, sub)
+            try:
+                _register(name, sub)
+            except ModuleNotFoundError as err:
+                raise SystemExit(missing_module_message(name, err)) from None
         else:
             sub.add_parser(name, help=helptext, add_help=False)
     return parser
