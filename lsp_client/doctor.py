@@ -4,7 +4,7 @@ result with the fix. Exit status: 0 when nothing failed, else the number of the 
 (`EXIT_CODES`), so a script can tell "no backend" from "wrong token".
 
 Uses only the standard library, `websockets` and `protocol/`: it runs from the language server's own install
-(`pip install 'quickcode[lsp]'`), on the developer's machine, with the developer's endpoint and token.
+(the quickcode-lsp package), on the developer's machine, with the developer's endpoint and token.
 """
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ class Doctor:
             self._add("token", "ok", "accepted" if self.token else "none needed")
             self._add("protocol", "fail", f"incompatible protocol: {err.message}",
                       "upgrade the older side to the same quickcode release: the language server "
-                      "(`pip install -U 'quickcode[lsp]'`, or the editor extension) or the backend image")
+                      "(the quickcode-lsp wheel of the same release, or the editor extension) or the backend image")
             return "protocol"
         if err.code == "unauthorized":
             return self._token_fail(err.message)
