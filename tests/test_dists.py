@@ -108,10 +108,15 @@ def one(dist: Path, pattern: str) -> Path:
     return found[0]
 
 
+def site_bytes(venv: Path) -> int:
+    return sum(f.stat().st_size for f in venv.glob("lib/python*/site-packages/**/*") if f.is_file())
+
+
 @pytest.fixture(scope="module")
 def lsp_venv(dist, tmp_path_factory) -> Path:
     venv = tmp_path_factory.mktemp("lsp") / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    (venv.parent / "empty_site_bytes").write_text(str(site_bytes(venv)))
     wheel = one(dist, f"quickcode_lsp-{__version__}-py3-none-any.whl")
     r = subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", wheel], capture_output=True,
                        text=True, timeout=600, env=no_pythonpath())
@@ -151,8 +156,8 @@ def test_the_lsp_wheel_installs_without_the_backend_or_models(lsp_venv):
     assert not [p for p in lsp_venv.rglob("*") if p.suffix in (".safetensors", ".gguf", ".pt", ".bin")]
     assert not [d for d in ("backend", "draft_model", "benchmarks") if (site / d).exists()]
     assert (site / "lsp_client" / "server.py").is_file() and not (site / "quickcode" / "demo.py").exists()
-    added_mib = sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 2**20
-    print(f"\n[lsp] site-packages {added_mib:.1f} MiB; packages: {', '.join(sorted(pkgs))}")
+    added_mib = (site_bytes(lsp_venv) - int((lsp_venv.parent / "empty_site_bytes").read_text())) / 2**20
+    print(f"\n[lsp] install: +{added_mib:.1f} MiB over an empty venv; packages: {', '.join(sorted(pkgs))}")
 
 
 @pytest.mark.slow
