@@ -1,7 +1,7 @@
 """Admission scheduling in front of vLLM: pure logic over plain data and a caller-supplied clock.
 
-Invariants (checked with virtual time by tests/test_scheduler.py, and over random interleavings of submits,
-cancels, disconnects, engine finishes and failures by tests/unit/test_scheduler_stateful.py):
+Invariants (checked with virtual time by tests/backend/test_scheduler.py, and over random interleavings of
+submits, cancels, disconnects, engine finishes and failures by tests/backend/test_scheduler_stateful.py):
   1. Per user, a NORMAL request supersedes every older live request of that user (queued or running); a
      PREFETCH supersedes only the user's older prefetches. Superseded requests end with `superseded`, and a
      running one is aborted in the engine (the caller acts on `End(..., was_running=True)`).

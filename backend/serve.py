@@ -74,7 +74,7 @@ def check_files(settings: Settings) -> None:
 
 def run(settings: Settings, engine=None) -> None:
     """Serve until a signal has drained the server (`engine`: another `backend.engine.Engine` than vLLM,
-    e.g. the fake one of tests/fake_serve.py)."""
+    e.g. the fake one of tests/support/fake_serve.py)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     # JSON: vLLM's logger (in this process) goes through the root handler too
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0" if settings.log_format == "json" else "1")

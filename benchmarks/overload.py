@@ -33,7 +33,8 @@ from benchmarks.trace import DEFAULT_TRACE, TraceRow, classify, load_trace, plan
 ADMIN_TOKEN = os.environ.get("QUICKCODE_ADMIN_TOKEN") or new_token()
 
 
-# ── arms, the plan's rate, per-request records, figures and intervals (pure: tests/unit/test_overload_bench.py)
+# ── arms, the plan's rate, per-request records, figures and intervals (pure:
+# tests/benchmarks/test_overload_bench.py)
 
 @dataclass(frozen=True)
 class Arm:

@@ -1,6 +1,6 @@
 """A real VS Code 1.100.3 (code-server 4.100.3 from npm, in .tools/code-server) with the packaged extension
-(editors/vscode/dist/quickcode.vsix), set up as tests/e2e/test_vscode.py and `quickcode bench vscode` use it:
-user settings, the extension installed by `--install-extension`, code-server started and stopped. Needs
+(editors/vscode/dist/quickcode.vsix), set up as tests/editors/test_vscode.py and `quickcode bench vscode` use
+it: user settings, the extension installed by `--install-extension`, code-server started and stopped. Needs
 `scripts/setup.sh editors` (make test runs it).
 """
 from __future__ import annotations

@@ -2,7 +2,8 @@
 text shows — with the extension as shipped, the real language server and one real backend.
 
 VS Code is code-server 4.100.3 (VS Code 1.100.3) in Debian's headless Chromium (benchmarks/vscode_driver.py,
-set up as tests/e2e/test_vscode.py), driven one key at a time by editors/vscode/test/e2e/bridge_code_server.mjs;
+set up as tests/editors/test_vscode.py), driven one key at a time by
+editors/vscode/test/e2e/bridge_code_server.mjs;
 the developer (benchmarks/editor_typing.py, the same as `quickcode bench neovim`'s: the same gaps, typos and
 acceptance coins at the same positions of the same segments) reads the ghost text from the editor's DOM and
 presses Tab when all of it is what they are about to type. The editor types verbatim (no auto-closing brackets

@@ -1,8 +1,8 @@
 """Model cards: each model folder's README.md, generated from what the folder itself records (config.json,
 quickcode_train.json, quickcode_fim.json, quickcode_quant.json) and from the committed `quickcode bench quality`
 report when it measured these very weights (matched by sha256). `quickcode model card DIR...` writes them;
-tests/unit/test_model_cards.py fails when a committed card no longer matches its folder, so a retrained model
-cannot keep an old card."""
+tests/draft_model/test_model_cards.py fails when a committed card no longer matches its folder, so a retrained
+model cannot keep an old card."""
 from __future__ import annotations
 
 import json

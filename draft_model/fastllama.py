@@ -1,7 +1,7 @@
 """A training-only Llama with the HF `LlamaForCausalLM` parameter names and maths, built for CPU throughput.
 
-The same weights give the same logits as `transformers`' Llama (tests/unit/test_fastllama.py), so checkpoints
-load into `LlamaForCausalLM` and export unchanged. What it does differently:
+The same weights give the same logits as `transformers`' Llama (tests/draft_model/test_fastllama.py), so
+checkpoints load into `LlamaForCausalLM` and export unchanged. What it does differently:
 - attention is the fused CPU flash kernel (`F.scaled_dot_product_attention`), or, compiled at 256–512 tokens,
   matmuls over causal query blocks that inductor fuses with the softmax (`causal_attention`); RoPE tables are
   computed once per length;

@@ -6,8 +6,8 @@ adaptive debounce (shorter at pause points; a newer request for the document mak
 request over the channel (launch) → pump.py waits until the text to show is final → answer. What was streamed
 goes to the cache (beyond the shown line: the "hot streak"); warmup.py asks ahead where prompts will need it.
 
-Invariant (tests/unit/test_session_property.py): a suggestion is returned only if it is consistent with the
-document at that moment — the text before the cursor equals the prefix it was computed for plus what was
+Invariant (tests/lsp_client/test_session_property.py): a suggestion is returned only if it is consistent with
+the document at that moment — the text before the cursor equals the prefix it was computed for plus what was
 typed since, and that typed text is a prefix of what was generated — and no request keeps running after
 the document moved away from it.
 """

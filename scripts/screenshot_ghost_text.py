@@ -1,5 +1,5 @@
-"""Save a PNG of ghost text in a real VS Code (the README's picture), driven as tests/e2e/test_vscode.py drives
-it: code-server with the packaged extension in Debian's headless Chromium
+"""Save a PNG of ghost text in a real VS Code (the README's picture), driven as tests/editors/test_vscode.py
+drives it: code-server with the packaged extension in Debian's headless Chromium
 (editors/vscode/test/e2e/drive_code_server.mjs), against a real backend. Needs `scripts/setup.sh editors`.
 
     .venv/bin/python scripts/screenshot_ghost_text.py [--url ws://HOST:PORT/v1/ws] [--set KEY=VALUE ...]

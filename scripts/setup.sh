@@ -9,7 +9,7 @@
 #   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
 #   scripts/setup.sh ops        + Debian nginx (scale-out tests), iproute2 (network-namespace tests), buildah and
-#                               debootstrap (tests/test_containers.py builds and runs the CPU image)
+#                               debootstrap (tests/deploy/test_containers.py builds and runs the CPU image)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

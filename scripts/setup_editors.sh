@@ -48,7 +48,7 @@ step_debian() {
     $sudo apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}" >/dev/null
   fi
-  # Emacs 28 + lsp-mode 8 + eglot 1.9 (tests/e2e/test_editor_configs.py loads editors/emacs/quickcode.el in both);
+  # Emacs 28 + lsp-mode 8 + eglot 1.9 (tests/editors/test_editor_configs.py loads editors/emacs/quickcode.el in both);
   # without recommends: emacs-nox would bring a mail transport agent
   local elpa=/usr/share/emacs/site-lisp/elpa emacs=()
   command -v emacs >/dev/null || emacs+=(emacs-nox)

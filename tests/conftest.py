@@ -4,7 +4,7 @@ own OpenAI-compatible server, for the remote engine's test). `fake_backend` star
 in-process backends (real uvicorn, real sockets) over a `FakeEngine`, for tests of our own code; `fake` is one
 such backend shared by a module's tests, whose text depends on the whole prompt (`prompt_words`).
 
-`make test` runs the suite on two pytest-xdist workers: tests/xdist_groups.py says which tests share one."""
+`make test` runs the suite on two pytest-xdist workers: tests/support/xdist_groups.py says which tests share one."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from backend.launch import RunningBackend, start_backend, stop_backend
-from tests import xdist_groups
+from tests.support import xdist_groups
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "artifacts"
@@ -66,7 +66,7 @@ def backend() -> RunningBackend:
 @pytest.fixture(scope="session")
 def vllm_server():
     """vLLM's own OpenAI-compatible server on the committed tiny target, once per session (the engine test of
-    `engine = "openai"`, tests/test_remote_engine.py): 30-60 s to start, both cores while it does.
+    `engine = "openai"`, tests/backend/test_remote_engine.py): 30-60 s to start, both cores while it does.
 
     QUICKCODE_TEST_VLLM_PORT=<port> reuses one you already run with `start_vllm_server`'s flags (development
     only; its one model is found by name)."""
@@ -91,7 +91,7 @@ def prompt_words(prompt: str) -> list[str]:
 def fake_settings(**overrides):
     """The settings of the tests' in-process backends: no speculative decoding, and no drain at the end (a
     test's stop need not wait for requests it left running). No token healing past the space: its mask is
-    the real engine's (tests/test_logits_engine.py), a fake's script only imitates it; the service's side of
+    the real engine's (tests/backend/test_logits_engine.py), a fake's script only imitates it; the service's side of
     it is tested on its own (test_backend_service.py). The same for every FakeEngine's settings."""
     from backend.settings import Settings
 

@@ -1,6 +1,6 @@
 """The access line of a completion in both log formats (backend/logs.py): every field, and a client's request id
 that holds a line end, quotes or spaces stays one quoted value of one line in text form, one JSON value in JSON
-form (the serving process's JSON logs: tests/test_token_reload.py)."""
+form (the serving process's JSON logs: tests/backend/test_token_reload.py)."""
 from __future__ import annotations
 
 import json

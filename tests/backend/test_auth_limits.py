@@ -28,7 +28,7 @@ from backend.fake_engine import FakeEngine
 from backend.launch import InProcessBackend
 from backend.settings import Settings
 from tests.conftest import REPO
-from tests.ws_helpers import assert_nothing_queued, complete, http_get, open_session, read_until_terminal, recv
+from tests.support.ws_helpers import assert_nothing_queued, complete, http_get, open_session, read_until_terminal, recv
 
 
 USERS = ("alice", "bob", "flood", "limits", "openai", "doctor")

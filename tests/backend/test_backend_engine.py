@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from tests.waits import HANG_S, until
+from tests.support.waits import HANG_S, until
 
 pytestmark = pytest.mark.engine
 
@@ -357,7 +357,7 @@ async def test_a_cursor_after_a_space_is_healed_the_model_writes_the_space_with_
         assert plain_done["finish_reason"] in ("stop", "length") and healed_done["finish_reason"] in ("stop", "length")
         assert plain.startswith(" "), f"the model should write the space with the word after {line.strip()!r}: {plain!r}"
         # the same prompt ids; past the first word a bfloat16 near-tie may flip between two runs (the second
-        # hits the prefix cache), as tests/test_draft_equivalence.py explains
+        # hits the prefix cache), as tests/draft_model/test_draft_equivalence.py explains
         assert healed.strip() and healed[:4] == plain[1:5], (plain, healed)
         assert healed_done["timing"]["prompt_tokens"] == plain_done["timing"]["prompt_tokens"]
     await c.close()

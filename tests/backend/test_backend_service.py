@@ -18,8 +18,8 @@ import pytest
 from backend.fake_engine import FakeEngine, ManualClock
 from backend.settings import Settings
 from tests.conftest import fake_server
-from tests.waits import until
-from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
+from tests.support.waits import until
+from tests.support.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 FOREVER = lambda prompt: itertools.repeat(" x")   # noqa: E731 — a request that runs until max_tokens
 

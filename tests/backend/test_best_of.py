@@ -11,8 +11,8 @@ import pytest
 
 from backend.fake_engine import FakeEngine, ManualClock, sample_marker
 from tests.conftest import fake_settings
-from tests.waits import until
-from tests.ws_helpers import complete, open_session, recv
+from tests.support.waits import until
+from tests.support.ws_helpers import complete, open_session, recv
 
 LINES = {"": ["    return", " a", "\n", "    more"]} | {sample_marker(i): [f"    return b{i}", "\n", "    x"]
                                                           for i in range(8)}

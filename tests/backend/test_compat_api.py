@@ -9,7 +9,7 @@ Exact request shapes copied from the plugins' source:
   (`stableCodeFimTemplate`: the pre-templated prompt and its stop list) and `core/llm/llms/Ollama.ts`
   (`_getGenerateOptions`: prompt + suffix, raw, options).
 The server is the real one (uvicorn, HTTP, SSE/NDJSON) over the fake engine, whose text depends on the whole
-prompt: the same text means the same prompt. tests/test_compat_engine.py runs the clients on vLLM.
+prompt: the same text means the same prompt. tests/backend/test_compat_engine.py runs the clients on vLLM.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from backend.launch import InProcessBackend
 from backend.settings import Settings
 from protocol import Complete, ErrorCode, ProtocolError, Snippet
 from tests.conftest import prompt_words
-from tests.ws_helpers import complete, http_get, open_session
+from tests.support.ws_helpers import complete, http_get, open_session
 
 MODEL = "quickcode-embedded"
 PREFIX = "def area(w, h):\n    return w"
@@ -261,11 +261,11 @@ def test_auth_applies_to_every_compat_endpoint(fake_backend):
 
 def test_a_byo_qwen_folder_gets_its_preset_through_every_endpoint(tmp_path):
     """A model folder with Qwen2.5's real vocabulary and no quickcode_fim.json (the fake engine reads only its
-    config and tokenizer; vLLM serves the same folder with weights in tests/test_byo_model.py): WebSocket,
+    config and tokenizer; vLLM serves the same folder with weights in tests/backend/test_byo_model.py): WebSocket,
     OpenAI, Ollama and llama.cpp requests all reach the engine as Qwen2.5-Coder's FIM prompt."""
     import json
 
-    from tests import vocab
+    from tests.support import vocab
 
     folder = tmp_path / "qwen"
     folder.mkdir()
@@ -301,7 +301,7 @@ def test_a_lone_surrogate_is_read_as_the_web_reads_it_on_a_tokenizer_without_the
     still holds one anywhere gets a typed error, never an exception."""
     import json
 
-    from tests import vocab
+    from tests.support import vocab
 
     folder = tmp_path / "deepseek"
     folder.mkdir()

@@ -1,6 +1,6 @@
 """The compatible endpoints on the real engine (the session's vLLM backend over the committed tiny models):
 the `openai` and `ollama` clients and llama.vim's /infill request get completions, and Continue's pre-templated
-prompt gives the text of the suffix form. Shapes and their sources: tests/test_compat_api.py."""
+prompt gives the text of the suffix form. Shapes and their sources: tests/backend/test_compat_api.py."""
 from __future__ import annotations
 
 import httpx
@@ -8,7 +8,7 @@ import ollama
 import openai
 import pytest
 
-from tests.test_compat_api import LLAMA_VIM_FIELDS, MODEL, llama_vim_request
+from tests.backend.test_compat_api import LLAMA_VIM_FIELDS, MODEL, llama_vim_request
 
 pytestmark = [pytest.mark.engine]
 

@@ -1,4 +1,6 @@
-"""/debug/*: off unless enabled, the admin token only, typed values; client state files created 0600."""
+"""/debug/*: off unless enabled, the admin token only, typed values; client state files created 0600.
+
+Here with backend/: the /debug/ endpoints are the subject; the client's state files ride along."""
 from __future__ import annotations
 
 import os

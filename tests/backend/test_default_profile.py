@@ -1,6 +1,8 @@
 """The embedded default end to end: a bare `quickcode serve` (the default profile: SmolLM2-135M with our FIM
 adapter, INT8, built by scripts/setup.sh) says what it serves, and a real LSP client gets a whole line of ghost
-text from it where the code around the cursor decides the line."""
+text from it where the code around the cursor decides the line.
+
+Here with backend/: the subject is the profile `quickcode serve` picks; the LSP client drives it."""
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.launch import start_backend, stop_backend
 from tests.conftest import ARTIFACTS
-from tests.test_lsp_e2e import URI, capabilities, open_doc, quiet_status, wait_connected
+from tests.lsp_client.test_lsp_e2e import URI, capabilities, open_doc, quiet_status, wait_connected
 
 pytestmark = pytest.mark.engine
 

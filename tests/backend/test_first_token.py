@@ -1,5 +1,5 @@
 """The first token of a server started beyond loopback with none configured (auth_bootstrap_dir, what the container
-images set): the real server in its own process (tests/fake_serve.py, `quickcode serve`'s run over the fake
+images set): the real server in its own process (tests/support/fake_serve.py, `quickcode serve`'s run over the fake
 engine) starts, says why in its log, serves only with the token it made, and a restart keeps that token."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from backend import first_token
 from backend.auth import hash_token
 from backend.launch import free_port
 from backend.settings import Settings
-from tests import fake_serve
-from tests.ws_helpers import complete, http_get, open_session
+from tests.support import fake_serve
+from tests.support.ws_helpers import complete, http_get, open_session
 
 REASON = "no API tokens are configured"
 

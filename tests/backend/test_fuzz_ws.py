@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from protocol import Complete, ErrorCode, Hello, ProtocolError, decode
 from protocol.languages import KNOWN_LANGUAGE_IDS
 from tests.conftest import fake_server
-from tests.ws_helpers import complete, http_get, open_session, recv
+from tests.support.ws_helpers import complete, http_get, open_session, recv
 
 pytestmark = [pytest.mark.slow]
 

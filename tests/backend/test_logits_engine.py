@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ARTIFACTS, REPO, start_backend, stop_backend
-from tests.ws_helpers import complete, open_session
+from tests.support.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

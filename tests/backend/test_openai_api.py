@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from backend.fake_engine import FakeEngine, ManualClock
 from backend.settings import Settings
 from tests.conftest import prompt_words
-from tests.ws_helpers import complete, http_get, open_session
+from tests.support.ws_helpers import complete, http_get, open_session
 
 MODEL = "quickcode-embedded"
 PREFIX = "def fibonacci(n):\n    if n < 2:\n        return n\n    return "

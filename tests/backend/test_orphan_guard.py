@@ -12,7 +12,7 @@ import sys
 import psutil
 
 from backend import orphan_guard
-from tests.waits import until
+from tests.support.waits import until
 
 CHILDREN = ("import subprocess, sys, time; "
             "[subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']) for _ in range(2)]; "

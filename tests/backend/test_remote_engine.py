@@ -22,9 +22,9 @@ from backend.launch import InProcessBackend
 from backend.remote_engine import RemoteEngine
 from backend.settings import Settings
 from protocol import Complete
-from tests import vocab
+from tests.support import vocab
 from tests.conftest import REPO
-from tests.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
+from tests.support.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

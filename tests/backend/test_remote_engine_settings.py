@@ -1,7 +1,7 @@
 """`engine = "openai"` in the settings and in what each request carries (backend/remote_engine.py `_args`): a URL
 is required, our logits processors give way (refused when set), speculation is the server's, and the tenant's salt
 travels with a routing key derived from it. The requests themselves run against a real vLLM server:
-tests/test_remote_engine.py."""
+tests/backend/test_remote_engine.py."""
 from __future__ import annotations
 
 import pytest

@@ -2,7 +2,7 @@
 behaviour is not the point): what it sends must not grow the server's metrics or memory, an open port is the
 operator's decision, every per-user bound holds, and each request carries its tenant's prefix-cache salt.
 
-The cross-user prefix-cache test on the real engine is in tests/test_auth_limits.py; the threat table that
+The cross-user prefix-cache test on the real engine is in tests/backend/test_auth_limits.py; the threat table that
 names each of these tests is docs/security.md.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ from websockets.uri import parse_uri
 
 from protocol.languages import KNOWN_LANGUAGE_IDS
 from tests.conftest import REPO, fake_server
-from tests.waits import until
-from tests.ws_helpers import complete, open_session, recv
+from tests.support.waits import until
+from tests.support.ws_helpers import complete, open_session, recv
 
 ALICE, BOB, CAROL = "qc_alice-token", "qc_bob-token", "qc_carol-token"
 

@@ -19,10 +19,10 @@ from websockets.exceptions import ConnectionClosed
 
 from backend.auth import hash_token, issue, revoke
 from backend.launch import free_port
-from tests import fake_serve
+from tests.support import fake_serve
 from tests.conftest import ARTIFACTS
-from tests.waits import HANG_S, until
-from tests.ws_helpers import assert_nothing_queued, complete, http_get, open_session, recv
+from tests.support.waits import HANG_S, until
+from tests.support.ws_helpers import assert_nothing_queued, complete, http_get, open_session, recv
 
 
 def opens(url: str, token: str):

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tokenizers import Tokenizer
 
 from backend import segments
-from tests import vocab
+from tests.support import vocab
 from tests.conftest import REPO
 
 CASES = 2000

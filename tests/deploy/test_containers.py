@@ -199,7 +199,7 @@ def test_the_documented_gpu_run_mounts_every_file_the_profile_reads(doc, monkeyp
 
 
 def test_the_images_carry_this_releases_version():
-    """deploy/k8s runs the image tags of this version (tests/test_deploy_manifests.py); the images say it too."""
+    """deploy/k8s runs the image tags of this version (tests/deploy/test_deploy_manifests.py); the images say it too."""
     for df in DOCKERFILES.values():
         assert f'org.opencontainers.image.version="{VERSION}"' in df.read_text()
 

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import REPO
-from tests.ws_helpers import complete, http_get, open_session, recv
+from tests.support.ws_helpers import complete, http_get, open_session, recv
 
 DASHBOARD = REPO / "deploy" / "grafana" / "quickcode.json"
 GRAFANA_VARS = {"$__rate_interval": "1m", "$__interval": "1m", "$instance": ".*"}

@@ -18,7 +18,7 @@ import pytest
 
 from backend.launch import free_port
 from tests.conftest import ARTIFACTS, REPO, fake_server
-from tests.ws_helpers import complete, open_session
+from tests.support.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.nginx]
 

@@ -1,4 +1,6 @@
-"""Training FIM samples are cut where an editor's cursor is, and formatted as the backend prompts."""
+"""Training FIM samples are cut where an editor's cursor is, and formatted as the backend prompts.
+
+Here with draft_model/: the training samples are the subject, backend/fim.py the reference."""
 from __future__ import annotations
 
 import random

@@ -17,7 +17,7 @@ from draft_model import tokenizer as tokmod
 from draft_model.evaluate import (PATTERNS, EvalConfig, classify_tokens, evaluate_pair, expected_speedup,
                                   simulate)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 # ── pure parts ───────────────────────────────────────────────────────────────────────────────────────────────

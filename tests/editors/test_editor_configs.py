@@ -11,7 +11,7 @@ import tomllib
 import pytest
 
 from lsp_client.config import ClientConfig
-from tests.e2e.editor_helpers import REPO
+from tests.support.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor]
 

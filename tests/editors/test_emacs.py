@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.e2e.editor_helpers import REPO
+from tests.support.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor]
 

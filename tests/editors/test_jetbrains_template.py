@@ -5,7 +5,7 @@ settings are real server settings, and the command line LSP4IJ would launch star
 `initialize` with inline completion, takes the template's settings and completes against the real backend
 the way LSP4IJ drives it (initializationOptions, workspace/didChangeConfiguration, didOpen, inlineCompletion).
 
-Run alone: .venv/bin/python -m pytest tests/e2e/test_jetbrains_template.py
+Run alone: .venv/bin/python -m pytest tests/editors/test_jetbrains_template.py
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from lsp_client.config import ClientConfig
-from tests.e2e.editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context
-from tests.waits import until
+from tests.support.editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context
+from tests.support.waits import until
 
 pytestmark = [pytest.mark.editor]
 

@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks.neovim_driver import (PLUGIN, buffer_text, ghost_text, nvim_binary, open_and_connect,
                                       start_nvim as _start, wait_until)
-from tests.e2e.editor_helpers import CONTEXTS, Timer, failure_context
+from tests.support.editor_helpers import CONTEXTS, Timer, failure_context
 
 pytestmark = [pytest.mark.editor, pytest.mark.neovim]
 

@@ -12,7 +12,7 @@ import pytest
 
 from backend.launch import free_port
 from benchmarks.neovim_driver import nvim_binary
-from tests.e2e.editor_helpers import REPO
+from tests.support.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor, pytest.mark.neovim]
 

@@ -23,7 +23,7 @@ from backend.launch import free_port
 from benchmarks import vscode_driver
 from benchmarks.vscode_driver import CHROMIUM, E2E
 
-from tests.e2e.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, Timer, failure_context
+from tests.support.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, Timer, failure_context
 
 pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.editor_helpers import REPO
+from tests.support.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor]
 

@@ -10,7 +10,7 @@ import pytest
 from lsp_client.clock import REAL, VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.session import Session
-from tests.unit.test_session_property import URI, FakeChannel
+from tests.lsp_client.test_session_property import URI, FakeChannel
 
 
 async def test_a_timeout_fires_only_when_virtual_time_passes_it():

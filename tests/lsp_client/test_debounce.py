@@ -151,7 +151,7 @@ def test_the_learnt_pauses_outlive_the_editor_session(tmp_path):
     from lsp_client.clock import VirtualClock
     from lsp_client.config import ClientConfig
     from lsp_client.session import Session
-    from tests.unit.test_session_property import FakeChannel
+    from tests.lsp_client.test_session_property import FakeChannel
 
     cfg = ClientConfig(state_dir=str(tmp_path), predictor=False)
     c = Session(cfg, FakeChannel(random.Random(0)), clock=VirtualClock())

@@ -9,9 +9,9 @@ import pytest
 from lsp_client.config import ClientConfig
 from lsp_client.docwords import SCAN_AFTER_CHARS, SCAN_BEFORE_CHARS, word_rest
 from lsp_client.session import Session
-from tests.unit.test_hot_streak_waste import BEFORE
-from tests.unit.test_session_property import URI, FakeChannel
-from tests.unit.test_skip_word_chars import _session as _quiet_session, _typed_and_asked
+from tests.lsp_client.test_hot_streak_waste import BEFORE
+from tests.lsp_client.test_session_property import URI, FakeChannel
+from tests.lsp_client.test_skip_word_chars import _session as _quiet_session, _typed_and_asked
 
 
 @pytest.mark.parametrize("prefix, suffix, n, rest", [

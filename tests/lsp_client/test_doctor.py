@@ -1,6 +1,6 @@
 """`quickcode doctor` where no backend is needed: nothing listening, a server that is not quickcode, endpoint
 parsing. The checks against a real backend (healthy, wrong token, untrusted certificate, another protocol
-version) are in tests/test_auth_limits.py, on its TLS + tokens backend."""
+version) are in tests/backend/test_auth_limits.py, on its TLS + tokens backend."""
 from __future__ import annotations
 
 import http.server

@@ -1,9 +1,9 @@
 """Fault tolerance as the editor sees it: the backend is killed mid-stream and restarted.
 
 A real LSP client drives `quickcode lsp` against a backend process of its own: the real server (uvicorn, real
-WebSockets) over the `FakeEngine` (tests/fake_serve.py), whose stream holds after its first token — so the
+WebSockets) over the `FakeEngine` (tests/support/fake_serve.py), whose stream holds after its first token — so the
 request is streaming when the kill comes, on any machine (what happens to vLLM's processes on a kill is
-tests/test_faults_backend.py's). The test waits for that state (the language server has the request pending,
+tests/backend/test_faults_backend.py's). The test waits for that state (the language server has the request pending,
 the backend has sent its first chunk and still runs it), then kills the backend's whole process group with
 SIGKILL: the pending editor request must be answered (empty, not an error) because the connection dropped —
 the editor's deadline (10 min) is far beyond the hang bound, so an answer at all proves it did not wait for
@@ -13,6 +13,8 @@ left pending. A second test freezes the backend (SIGSTOP) instead: the connectio
 not even a WebSocket ping — a dead network as the client sees it; the language server's watchdog must notice
 it by itself and answer the pending request empty, and reconnect once the backend runs again (SIGCONT). The
 times are printed, not compared with an expected speed.
+
+Here with lsp_client/: what the language server does when the backend dies.
 """
 from __future__ import annotations
 
@@ -30,10 +32,10 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.launch import RunningBackend, free_port, stop_backend
-from tests import fake_serve
+from tests.support import fake_serve
 from tests.conftest import ARTIFACTS
-from tests.test_lsp_e2e import capabilities, command, end_pos, inline_params, metric, open_doc, quiet_status
-from tests.waits import until, until_async
+from tests.lsp_client.test_lsp_e2e import capabilities, command, end_pos, inline_params, metric, open_doc, quiet_status
+from tests.support.waits import until, until_async
 
 PORT = free_port()
 DEADLINE_MS = 600_000     # the editor's own deadline (the largest the client takes): never what answers here
@@ -43,7 +45,7 @@ TEXT = "class Handler:\n    def handle(self, request):\n        "
 
 
 def start_fake_backend(log_path: Path, *args: str) -> RunningBackend:
-    """tests/fake_serve.py on PORT, once /readyz says so."""
+    """tests/support/fake_serve.py on PORT, once /readyz says so."""
     return fake_serve.start(log_path, PORT, *args)
 
 

@@ -8,7 +8,7 @@ import random
 from lsp_client.clock import VirtualClock
 from lsp_client.session import Session
 from lsp_client.config import ClientConfig
-from tests.unit.test_session_property import URI, FakeChannel
+from tests.lsp_client.test_session_property import URI, FakeChannel
 
 BEFORE = "import os\n\n\ndef add(a, b):\n    total = "
 

@@ -1,7 +1,7 @@
 """`explicitBestOf` through a real LSP client (pytest-lsp) → `quickcode lsp` → WebSocket → the backend (real
 uvicorn, the `FakeEngine`): an inline completion the user invoked asks for the best of several lines and shows
 the one the scorer picks; an automatic one asks as always (streamed greedy). What the backend does with
-best_of: tests/test_best_of.py (fake) and tests/test_backend_engine.py (vLLM)."""
+best_of: tests/backend/test_best_of.py (fake) and tests/backend/test_backend_engine.py (vLLM)."""
 from __future__ import annotations
 
 import sys
@@ -12,8 +12,8 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.fake_engine import FakeEngine, sample_marker
 from tests.conftest import fake_settings
-from tests.lsp_held import connect
-from tests.test_lsp_e2e import inline_params, open_doc
+from tests.support.lsp_held import connect
+from tests.lsp_client.test_lsp_e2e import inline_params, open_doc
 
 TEXT = "def area(w, h):\n"
 LINES = {sample_marker(i): [f"    return w * h{i}", "\n"] for i in range(8)}

@@ -4,7 +4,7 @@ aborts the engine request.
 The backend is the real server (uvicorn, WebSockets) in this process over the `FakeEngine` on a `ManualClock`:
 the request is held streaming — its first token written, the next never due — for as long as the test needs, so
 the cancel always finds it running, on any machine. That a cancel frame aborts vLLM's own request is
-tests/test_backend_engine.py's.
+tests/backend/test_backend_engine.py's.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.fake_engine import FakeEngine, ManualClock
 from tests.conftest import fake_settings
-from tests.test_lsp_e2e import command, inline_params, open_doc
-from tests.lsp_held import HANG_S, connect, status_if
-from tests.waits import until_async
+from tests.lsp_client.test_lsp_e2e import command, inline_params, open_doc
+from tests.support.lsp_held import HANG_S, connect, status_if
+from tests.support.waits import until_async
 
 TEXT = "import os\n"
 

@@ -1,8 +1,9 @@
 """End to end through a real LSP client (pytest-lsp) → `quickcode lsp` → WebSocket → the session's real
 backend (vLLM on the committed models): inline completion with a range, the completion fallback, a
-typed-through hit that costs no backend request (`$/cancelRequest` down to the engine: tests/test_lsp_cancel.py,
-held streaming on the fake engine; the cancel frame aborting vLLM's request: tests/test_backend_engine.py), and an
-empty answer (not an error, not a hang) when the backend is unreachable."""
+typed-through hit that costs no backend request (`$/cancelRequest` down to the engine:
+tests/lsp_client/test_lsp_cancel.py,
+held streaming on the fake engine; the cancel frame aborting vLLM's request: tests/backend/test_backend_engine.py), and
+an empty answer (not an error, not a hang) when the backend is unreachable."""
 from __future__ import annotations
 
 import asyncio

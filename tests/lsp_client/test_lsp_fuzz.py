@@ -22,7 +22,7 @@ from pytest_lsp import ClientServerConfig
 
 from backend.fake_engine import FakeEngine
 from backend.settings import Settings
-from tests.test_lsp_e2e import capabilities, command
+from tests.lsp_client.test_lsp_e2e import capabilities, command
 
 pytestmark = pytest.mark.slow                       # ~90 s for the 2,000 cases
 CASES = int(os.environ.get("QC_FUZZ_CASES", "2000"))

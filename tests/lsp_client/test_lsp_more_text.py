@@ -18,9 +18,9 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.fake_engine import FakeEngine, ManualClock
 from tests.conftest import fake_settings
-from tests.test_lsp_e2e import URI, _plain, command, end_pos, inline_params, open_doc
-from tests.lsp_held import HANG_S, connect, status_if
-from tests.waits import until_async
+from tests.lsp_client.test_lsp_e2e import URI, _plain, command, end_pos, inline_params, open_doc
+from tests.support.lsp_held import HANG_S, connect, status_if
+from tests.support.waits import until_async
 
 TEXT = "def add(a, b, c):\n    return"
 LINE = [" a", " +", " b", " +", " c", "\n"]

@@ -3,8 +3,8 @@ without cancelling it — with the event loop stalled between each suggestion an
 answers only what applies at the cursor the editor has when the answer arrives: the rest of a suggestion the
 user typed into (its range at the new cursor), or nothing.
 
-A real LSP client (pytest-lsp) drives `quickcode lsp` (with the injected stall, tests/lsp_stall_server.py) against
-a real backend on the fake engine (backend/fake_engine.py), whose "model" continues a known file."""
+A real LSP client (pytest-lsp) drives `quickcode lsp` (with the injected stall, tests/support/lsp_stall_server.py)
+against a real backend on the fake engine (backend/fake_engine.py), whose "model" continues a known file."""
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from backend.fake_engine import FakeEngine
 from backend.settings import Settings
-from tests.test_lsp_e2e import capabilities, command, quiet_status
+from tests.lsp_client.test_lsp_e2e import capabilities, command, quiet_status
 
 URI = "file:///tmp/quickcode_stale/mod.py"
 TARGET = ("import os\n\n\ndef total(values, weights):\n    result = 0\n    for value, weight in zip(values, weights):\n"
@@ -40,7 +40,7 @@ def continue_target(prompt: str) -> list[str]:
     return ["x"]
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "tests.lsp_stall_server"]))
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "tests.support.lsp_stall_server"]))
 async def client(lsp_client: LanguageClient, fake_backend):
     engine = FakeEngine(Settings(spec_method="off", heal_token=False), script=continue_target, ttft_s=0.03, per_token_s=0.005)
     b = fake_backend(engine)

@@ -8,7 +8,7 @@ import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from tests.test_lsp_e2e import quiet_status, capabilities, command, inline_params, open_doc
+from tests.lsp_client.test_lsp_e2e import quiet_status, capabilities, command, inline_params, open_doc
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp",

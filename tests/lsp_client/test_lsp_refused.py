@@ -17,7 +17,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 from websockets.sync.server import serve
 
 from backend.auth import hash_token
-from tests.test_lsp_e2e import capabilities, command, quiet_status
+from tests.lsp_client.test_lsp_e2e import capabilities, command, quiet_status
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"])
 OPTIONS = {"predictor": False, "warmup": False, "stateDir": ""}

@@ -1,5 +1,7 @@
 """The prompt never exceeds the context the served model was trained on: the folder's metadata → the engine's
-context and prompt budget → the welcome → the language server's windows."""
+context and prompt budget → the welcome → the language server's windows.
+
+Here with lsp_client/: the windows are the client's; the backend only reports the context."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +15,7 @@ from lsp_client.config import ClientConfig
 from lsp_client.context import window_chars
 from lsp_client.session import Session as LspSession
 from protocol import Welcome
-from tests.unit.test_session_property import FakeChannel
+from tests.lsp_client.test_session_property import FakeChannel
 
 
 def _folder(tmp_path, train: dict | None, positions: int | None):

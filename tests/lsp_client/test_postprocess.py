@@ -2,7 +2,7 @@
 import pytest
 
 from lsp_client import postprocess as pp
-from tests.cursor import at
+from tests.support.cursor import at
 
 
 def show(fixture: str, raw: str, finished: bool = True) -> tuple[str, bool]:

@@ -13,8 +13,8 @@ from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.places import chars_into_word
 from lsp_client.session import Session
-from tests.unit.test_hot_streak_waste import BEFORE, _settle
-from tests.unit.test_session_property import URI, FakeChannel
+from tests.lsp_client.test_hot_streak_waste import BEFORE, _settle
+from tests.lsp_client.test_session_property import URI, FakeChannel
 
 
 @pytest.mark.parametrize("line_prefix, n", [
@@ -34,7 +34,8 @@ def test_the_setting_is_range_checked():
 
 
 def _session(skip: int, doc_words: int = 0) -> tuple[Session, FakeChannel]:
-    """A session on BEFORE with only the mid-word settings of these tests on (also tests/unit/test_doc_words.py)."""
+    """A session on BEFORE with only the mid-word settings of these tests on (also
+    tests/lsp_client/test_doc_words.py)."""
     chan = FakeChannel(random.Random(0))
     cfg = ClientConfig(predictor=False, learn_pauses=False, adaptive_debounce=False, snippets=False,
                        warmup=False, telemetry=False, prefetch=False, skip_word_chars=skip,

@@ -11,7 +11,7 @@ from lsp_client.session import Session
 from lsp_client.config import ClientConfig
 from lsp_client.context import build, first_window_end
 from protocol import Priority
-from tests.unit.test_session_property import URI, FakeChannel
+from tests.lsp_client.test_session_property import URI, FakeChannel
 
 LINE = "    value = compute(item, index)  # a line of forty-odd chars\n"
 

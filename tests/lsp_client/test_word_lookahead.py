@@ -10,9 +10,9 @@ from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig, decode_tokens, max_words
 from lsp_client.session import Session
 from protocol import Done, FinishReason
-from tests.unit.test_hot_streak_waste import BEFORE, _settle
-from tests.unit.test_session_property import URI, FakeChannel
-from tests.unit.test_word_unit import _ask
+from tests.lsp_client.test_hot_streak_waste import BEFORE, _settle
+from tests.lsp_client.test_session_property import URI, FakeChannel
+from tests.lsp_client.test_word_unit import _ask
 
 
 def test_the_bound_applies_to_the_word_unit_only_and_never_to_a_warm_up():

@@ -13,9 +13,9 @@ from lsp_client.clock import VirtualClock
 from lsp_client.config import ClientConfig
 from lsp_client.session import Session
 from protocol.words import words_end
-from tests.cursor import at
-from tests.unit.test_hot_streak_waste import BEFORE, _settle
-from tests.unit.test_session_property import URI, FakeChannel
+from tests.support.cursor import at
+from tests.lsp_client.test_hot_streak_waste import BEFORE, _settle
+from tests.lsp_client.test_session_property import URI, FakeChannel
 
 
 @pytest.mark.parametrize("text, word", [

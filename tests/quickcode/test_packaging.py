@@ -5,6 +5,8 @@ distribution, quickcode-lsp, and `make dist`: tests/test_dists.py.)
 
 Each install builds the wheel from a copy of the tracked files (pip's in-tree build would leave build/ in the
 checkout) and takes its dependencies from the machine's pip configuration (local wheels, cache, the registry).
+
+Here with quickcode/: the distribution the repository builds, not one package.
 """
 from __future__ import annotations
 

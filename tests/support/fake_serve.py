@@ -1,4 +1,4 @@
-"""`python -m tests.fake_serve --port P [--hold] [--drain-s S] [--set KEY=VALUE]`: the real server (uvicorn
+"""`python -m tests.support.fake_serve --port P [--hold] [--drain-s S] [--set KEY=VALUE]`: the real server (uvicorn
 with `quickcode serve`'s settings, real HTTP and WebSockets) in a process of its own over the `FakeEngine` — for
 tests that kill or stop a backend process (and bring one back on the same port), or signal it, where vLLM's own
 behaviour is not the point. `start(...)` runs it and waits until it is ready.
@@ -48,12 +48,12 @@ def main() -> None:
 def start(log_path: Path, port: int, *args: str) -> RunningBackend:
     """This module as a process on `port` (its own process group: killed whole), once /readyz says so."""
     from tests.conftest import REPO
-    from tests.waits import until
-    from tests.ws_helpers import http_get
+    from tests.support.waits import until
+    from tests.support.ws_helpers import http_get
 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.fake_serve", "--port", str(port), *args],
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.fake_serve", "--port", str(port), *args],
                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     b = RunningBackend(port, proc, log_path)
 

@@ -1,12 +1,13 @@
-"""Shared by the LSP tests over a held FakeEngine (tests/test_lsp_cancel.py, tests/test_lsp_more_text.py): start
+"""Shared by the LSP tests over a held FakeEngine (tests/lsp_client/test_lsp_cancel.py,
+tests/lsp_client/test_lsp_more_text.py): start
 the language server's session against a backend and wait until it is connected; ask its status until it holds."""
 from __future__ import annotations
 
 from lsprotocol import types as T
 from pytest_lsp import LanguageClient
 
-from tests.test_lsp_e2e import capabilities, command, quiet_status
-from tests.waits import until_async
+from tests.lsp_client.test_lsp_e2e import capabilities, command, quiet_status
+from tests.support.waits import until_async
 
 HANG_S = 30.0
 

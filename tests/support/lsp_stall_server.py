@@ -1,5 +1,5 @@
 """`quickcode lsp` with an event-loop stall injected between a request's suggestion and its answer (tests only):
-`python -m tests.lsp_stall_server [quickcode lsp arguments]`, the stall from $QC_TEST_STALL_MS (default 300).
+`python -m tests.support.lsp_stall_server [quickcode lsp arguments]`, the stall from $QC_TEST_STALL_MS (default 300).
 
 The stall blocks the whole event loop (as a long CPU burst or a GC pause would): edits the editor sends
 meanwhile wait unread in the pipe, and the answer must still be checked against them (lsp_client/fresh.py)."""

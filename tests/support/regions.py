@@ -58,7 +58,7 @@ def create(delays_ms: list[float], backend_port: int, tag: str) -> list[Region]:
         sh("ip", "link", "set", ns_if, "up", ns=ns)
         sh("ip", "link", "set", "lo", "up", ns=ns)
         relay_port = 20_000 + i
-        me = [sys.executable, "-m", "tests.ops.regions"]
+        me = [sys.executable, "-m", "tests.support.regions"]
         relay = subprocess.Popen([*me, "--listen", f"{host_ip}:{relay_port}", "--target", f"127.0.0.1:{backend_port}"],
                                  cwd=_repo())
         host = subprocess.Popen(["ip", "netns", "exec", ns, *me, "--listen", f"{ns_ip}:8765",

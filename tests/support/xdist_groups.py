@@ -29,7 +29,7 @@ ENV = "QC_XDIST_UNITS"     # the file the workers write and the controller reads
 OWN_ENGINES = frozenset({"test_byo_model.py", "test_cache_isolation.py", "test_default_profile.py",
                          "test_faults_backend.py", "test_logits_engine.py",
                          "test_pipeline.py", "test_remote_engine.py"})
-FIRST, SECOND = "own-engines", "tests/test_containers.py"
+FIRST, SECOND = "own-engines", "tests/deploy/test_containers.py"
 
 
 def uses_session_backend(path: Path) -> bool:

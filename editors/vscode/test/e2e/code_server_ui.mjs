@@ -1,5 +1,5 @@
 // What the drivers of a real VS Code (code-server in headless Chromium, playwright-core) share:
-// drive_code_server.mjs (tests/e2e/test_vscode.py) and bridge_code_server.mjs (quickcode bench vscode).
+// drive_code_server.mjs (tests/editors/test_vscode.py) and bridge_code_server.mjs (quickcode bench vscode).
 import { chromium } from 'playwright-core';
 
 export const STATUS = '[aria-label^="quickcode "]';

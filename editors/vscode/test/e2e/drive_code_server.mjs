@@ -2,7 +2,7 @@
 // wait for the quickcode status-bar item, open a Python file, type like a user, wait for the ghost text
 // (textDocument/inlineCompletion through vscode-languageclient), screenshot it, accept with Tab, save.
 // Tries the given files in order until ghost text appears. Writes a JSON result.
-// Used by tests/e2e/test_vscode.py:
+// Used by tests/editors/test_vscode.py:
 //   CS_URL=http://127.0.0.1:PORT WS=/abs/workspace ATTEMPTS='[{"file":"a.py","typed":"self"}]' \
 //   SCREENSHOT=/abs/shot.png RESULT=/abs/result.json node drive_code_server.mjs
 // and by scripts/screenshot_ghost_text.py (the README's picture); VIEWPORT=WIDTHxHEIGHT (default 1280x800).
