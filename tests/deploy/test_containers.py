@@ -207,7 +207,7 @@ def test_the_images_carry_this_releases_version():
 def test_compose_file_matches_the_compose_specification():
     import jsonschema
 
-    validator = jsonschema.Draft7Validator(json.loads((REPO / "tests" / "data" / "compose-spec.json").read_text()))
+    validator = jsonschema.Draft7Validator(json.loads((Path(__file__).resolve().parent / "data" / "compose-spec.json").read_text()))
     compose = yaml.safe_load((REPO / "deploy" / "compose" / "compose.yaml").read_text())
     assert [e.message for e in validator.iter_errors(compose)] == []
     for name, svc in compose["services"].items():     # what the schema cannot see: named volumes are declared
