@@ -1,7 +1,7 @@
 """Packaging of the full package: its base install into an empty venv has no torch, vLLM, FastAPI, matplotlib,
 and its wheel carries the models and configs and finds them without a checkout; `pipx install` exposes the
 `quickcode` command, which speaks LSP; the lock file pins what pyproject.toml pins. (The language server's own
-distribution, quickcode-lsp, and `make dist`: tests/test_dists.py.)
+distribution, quickcode-lsp, and `make dist`: tests/quickcode/test_dists.py.)
 
 Each install builds the wheel from a copy of the tracked files (pip's in-tree build would leave build/ in the
 checkout) and takes its dependencies from the machine's pip configuration (local wheels, cache, the registry).
