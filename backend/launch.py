@@ -101,23 +101,25 @@ def start_backend(log_path: Path, *settings: str, port: int | None = None, env: 
     # readiness only: the certificate itself is checked by the TLS tests
     probe_ctx = ssl._create_unverified_context() if backend.tls else None
     t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise RuntimeError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=2, context=probe_ctx) as r:
-                if r.status == 200:
-                    return backend
-        except Exception:
-            pass
-        if _engine_failed(backend.http_url, probe_ctx):   # the engine will never come up: say why at once
-            stop_backend(backend)
-            raise RuntimeError(f"the backend's engine failed to start:\n{backend.log_tail()}")
-        if on_wait is not None:
-            on_wait(time.monotonic() - t0)
-        time.sleep(0.5)
-    stop_backend(backend)
-    raise RuntimeError(f"backend not ready after {timeout_s} s:\n{backend.log_tail()}")
+    try:                          # whatever else ends the wait (Ctrl-C, a failing on_wait) stops the server
+        while time.monotonic() - t0 < timeout_s:
+            if proc.poll() is not None:
+                raise RuntimeError(f"backend exited with {proc.returncode}:\n{backend.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=2, context=probe_ctx) as r:
+                    if r.status == 200:
+                        return backend
+            except Exception:
+                pass
+            if _engine_failed(backend.http_url, probe_ctx):   # the engine will never come up: say why at once
+                raise RuntimeError(f"the backend's engine failed to start:\n{backend.log_tail()}")
+            if on_wait is not None:
+                on_wait(time.monotonic() - t0)
+            time.sleep(0.5)
+        raise RuntimeError(f"backend not ready after {timeout_s} s:\n{backend.log_tail()}")
+    except BaseException:
+        stop_backend(backend)
+        raise
 
 
 def _engine_failed(http_url: str, ctx) -> bool:

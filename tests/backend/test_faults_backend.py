@@ -18,6 +18,7 @@ tests bound them only by HANG_S, a hang detector, never by an expected speed (a 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import signal
@@ -284,3 +285,23 @@ def test_a_port_in_use_is_said_before_the_engine_starts(tmp_path):
     said = str(e.value)
     assert f"quickcode serve: cannot listen on 127.0.0.1:{port}" in said and "Address already in use" in said
     assert "quickcode.engine" not in (tmp_path / "backend.log").read_text()   # no engine was started
+
+
+
+def test_an_interrupted_start_leaves_no_server_behind(tmp_path):
+    """Ctrl-C (or a progress callback that fails) while `start_backend` waits for /readyz: the server it started
+    is stopped with its process group, not left running with the port held."""
+    port = free_port()
+    seen: list[psutil.Process] = []
+
+    def interrupt(_waited_s: float) -> None:
+        for p in psutil.Process().children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if ["--port", str(port)] == p.cmdline()[4:6]:
+                    seen.append(p)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        start_backend(tmp_path / "backend.log", port=port, on_wait=interrupt, timeout_s=120)
+    assert len(seen) == 1                                  # the server was running when the wait was interrupted
+    assert not seen[0].is_running() or seen[0].status() == psutil.STATUS_ZOMBIE
