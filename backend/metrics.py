@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import time
 from typing import Callable
 
@@ -61,6 +62,9 @@ LOOP_LAG = Histogram("quickcode_event_loop_lag_seconds", "How late the event loo
 LOOP_LAG_CPU = Histogram("quickcode_event_loop_lag_cpu_seconds",
                          "The part of that lag the loop's thread spent on the CPU (its own work, not waiting "
                          "for a core the OS gave to another process)", buckets=_LAG_BUCKETS_S)
+LOOP_TASKS = Gauge("quickcode_event_loop_tasks",
+                   "asyncio tasks alive on the server's event loop (set by the lag probe about once a second): "
+                   "flat under steady load, growing when tasks leak")
 GC_PAUSE = Histogram("quickcode_gc_pause_seconds",
                      "Pauses of Python's cyclic garbage collector, by generation",
                      ["generation"], buckets=_LAG_BUCKETS_S)
@@ -123,10 +127,13 @@ class UserLabels:
         return "other"
 
 
-async def probe_loop_lag(interval_s: float = 0.01) -> None:
-    """Sleep `interval_s` forever and record how late each wake-up is: the event loop's responsiveness."""
+async def probe_loop_lag(interval_s: float = 0.01, tasks_every: int = 100) -> None:
+    """Sleep `interval_s` forever and record how late each wake-up is: the event loop's responsiveness; every
+    `tasks_every` wake-ups, count the loop's tasks (`quickcode_event_loop_tasks`)."""
     loop = asyncio.get_running_loop()
-    while True:
+    for n in itertools.count():
+        if n % tasks_every == 0:
+            LOOP_TASKS.set(len(asyncio.all_tasks(loop)))
         t0, cpu0 = loop.time(), time.thread_time()
         await asyncio.sleep(interval_s)
         lag_s = max(0.0, loop.time() - t0 - interval_s)

@@ -328,6 +328,7 @@ async def test_metrics_expose_the_latency_histograms_counters_and_gauges(backend
         assert f'quickcode_requests_total{{finish_reason="{reason}"}}' in m
     assert m['quickcode_requests_total{finish_reason="stop"}'] + m['quickcode_requests_total{finish_reason="length"}'] >= 1
     for g in ("quickcode_sessions", "quickcode_queued_prompt_tokens", "quickcode_running_requests",
+              "quickcode_event_loop_tasks",
               "quickcode_live_requests", "quickcode_engine_running", "quickcode_engine_waiting"):
         assert g in m, g
     assert m["quickcode_sessions"] >= 1

@@ -101,3 +101,22 @@ def test_a_served_backend_with_auth_on_scrapes_on_metrics_bind(fake_backend):
         raise AssertionError("the API port served /metrics without a token")
     except urllib.error.HTTPError as e:
         assert e.code == 401
+
+
+def test_the_lag_probe_counts_the_loops_tasks():
+    import asyncio
+
+    async def main():
+        idle = [asyncio.create_task(asyncio.sleep(60)) for _ in range(40)]
+        probe = asyncio.create_task(metrics.probe_loop_lag(interval_s=0.001, tasks_every=5))
+        await asyncio.sleep(0.05)
+        with_idle = metrics.LOOP_TASKS._value.get()
+        for t in idle:
+            t.cancel()
+        await asyncio.gather(*idle, return_exceptions=True)
+        await asyncio.sleep(0.05)
+        probe.cancel()
+        return with_idle, metrics.LOOP_TASKS._value.get()
+
+    with_idle, after = asyncio.run(main())
+    assert with_idle >= 42 and after <= 3     # the 40 sleepers, the probe and main; then the probe and main
