@@ -11,6 +11,7 @@ BENCHES = {
     "overload": ("benchmarks.overload", "1-5x the sustainable rate: our scheduler vs a tuned capped FIFO and vLLM's "
                                          "priority scheduling"),
     "sessions": ("benchmarks.sessions", "10,000 concurrent WebSocket sessions held by one backend"),
+    "soak": ("benchmarks.soak", "simulated editors and abusive clients on one backend for an hour: nothing may grow"),
     "overhead": ("benchmarks.overhead", "what WebSocket + scheduler add over raw AsyncLLM (or over a vLLM "
                                         "server called directly: --engine openai); tokenization"),
     "typing": ("benchmarks.typing", "replay typing through the real language server vs a naive baseline"),
