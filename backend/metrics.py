@@ -63,8 +63,8 @@ LOOP_LAG_CPU = Histogram("quickcode_event_loop_lag_cpu_seconds",
                          "The part of that lag the loop's thread spent on the CPU (its own work, not waiting "
                          "for a core the OS gave to another process)", buckets=_LAG_BUCKETS_S)
 LOOP_TASKS = Gauge("quickcode_event_loop_tasks",
-                   "asyncio tasks alive on the server's event loop (set by the lag probe about once a second): "
-                   "flat under steady load, growing when tasks leak")
+                   "asyncio tasks alive on the server's event loop (set by the lag probe about once a "
+                   "second): flat under steady load, growing when tasks leak")
 GC_PAUSE = Histogram("quickcode_gc_pause_seconds",
                      "Pauses of Python's cyclic garbage collector, by generation",
                      ["generation"], buckets=_LAG_BUCKETS_S)

@@ -117,9 +117,10 @@ def _lsp_figures(pids: set[int]) -> dict[str, float]:
 
 def take_sample(pid: int, http_url: str, lsp_pids: set[int]) -> dict[str, float]:
     m = scrape(http_url)
-    return {**_proc_figures(pid), **_lsp_figures(lsp_pids), "tasks": m.get("quickcode_event_loop_tasks", float("nan")),
-            "series": len(m), "queued": m.get("quickcode_queued_requests", float("nan")),
-            "live": m.get("quickcode_live_requests", float("nan")), "sessions": m.get("quickcode_sessions", float("nan"))}
+    nan = float("nan")
+    return {**_proc_figures(pid), **_lsp_figures(lsp_pids), "tasks": m.get("quickcode_event_loop_tasks", nan),
+            "series": len(m), "queued": m.get("quickcode_queued_requests", nan),
+            "live": m.get("quickcode_live_requests", nan), "sessions": m.get("quickcode_sessions", nan)}
 
 
 # ── the well-behaved editors ─────────────────────────────────────────────────────────────────────────────────
@@ -349,8 +350,9 @@ def _report(args, cfg: SoakConfig, res: SoakResult, t_start: float) -> dict:
     t = res.editors
     report = Report("soak", f"Soak: {cfg.editors} simulated editors and {cfg.abusers} abusive clients on one backend "
                             f"for {res.elapsed_s / 60:.0f} min", started=t_start, out=args.out)
+    served = f"at {args.url}" if args.url else "started by the bench: " + ", ".join(args.set or ["profile=light"])
     report.add(f"""
-One `quickcode serve` ({'at ' + args.url if args.url else 'started by the bench: ' + ', '.join(args.set or ['profile=light'])}).
+One `quickcode serve` ({served}).
 **Well-behaved editors**: {cfg.editors} simulated developers (benchmarks/editor_sim.py; editor styles VS Code,
 Neovim-at-pauses, VS Code 1.100, Neovim-every-key in turn), each driving a real `quickcode lsp` process that
 types {cfg.chars}-character segments of held-out standard-library modules at {cfg.speed:g}× human speed, one
@@ -364,7 +366,7 @@ backend not connected {cfg.hang_timeout_s:g} s after the language server started
 JSON-RPC error response or a `window/showMessage` of type Error.
 """)
     report.add("## Verdict: " + ("PASS" if res.passed else "FAIL") + "\n\n" +
-               md_table(["rule", "result", "first", "last", "limit", "how"], [r.row() for r in res.rules]))
+               md_table(["rule", "result", "first", "last", "limit", "how"], [_row(r) for r in res.rules]))
     report.add(md_table(["editor segments", "keystrokes", "inline requests", "shown", "accepted", "hung", "errors"],
                         [[t.segments, t.keystrokes, t.requests, t.shown, t.accepted, t.hung, t.errors]]))
     report.add("Outcomes of the editors' inline-completion requests: " +
@@ -390,6 +392,15 @@ JSON-RPC error response or a `window/showMessage` of type Error.
     return report.finish(finite(headline))
 
 
+def _row(rule) -> list:
+    """A rule's table row, memory in MB."""
+    row = rule.row()
+    if "RSS" in rule.name:
+        row[2:5] = [round(v / 2**20, 1) for v in row[2:5]]
+        row[0] += " (MB)"
+    return row
+
+
 def _growth(rule) -> float:
     return round(100 * (rule.last / rule.first - 1), 2) if rule.first else float("nan")
 
@@ -401,7 +412,8 @@ def _plots(report: Report, cfg: SoakConfig, res: SoakResult) -> None:
               ("open files", [("backend", "fds_backend", 1), ("engine processes", "fds_engine", 1)]),
               ("event-loop tasks", [("server", "tasks", 1)]),
               ("/metrics series", [("series", "series", 1)]),
-              ("queue depth", [("queued", "queued", 1), ("live", "live", 1), ("sessions", "sessions", 1)])]
+              ("queue depth", [("queued", "queued", 1), ("live", "live", 1)]),
+              ("sessions", [("server sessions", "sessions", 1), ("language servers", "lsp_processes", 1)])]
     fig, axes = figure(len(panels), 1, figsize=(8, 2.3 * len(panels)), sharex=True)
     for ax, (title, lines) in zip(axes, panels):
         for label, key, scale in lines:
