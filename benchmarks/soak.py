@@ -79,6 +79,7 @@ class SoakResult:
     abuse: dict[str, int]
     elapsed_s: float
     rules: list = field(default_factory=list)
+    failed_samples: list[str] = field(default_factory=list)   # when and why a sample could not be taken
 
     @property
     def passed(self) -> bool:
@@ -132,8 +133,7 @@ async def _editor(i: int, cfg: SoakConfig, segments, stop: asyncio.Event, tally:
     from benchmarks.editor_sim import STYLES, SimEditor, TypingModel, lsp_command
 
     rng = random.Random(f"{cfg.seed}:editor:{i}")
-    style = ("vscode", "neovim-pause", "vscode-1.100", "neovim")[i % 4]
-    assert style in STYLES
+    style = STYLES[i % len(STYLES)]
     n = 0
     while not stop.is_set():
         ed = SimEditor(lsp_command(), style=style, seed=cfg.seed * 1000 + i,
@@ -161,6 +161,8 @@ async def _editor(i: int, cfg: SoakConfig, segments, stop: asyncio.Event, tally:
                 path, before, target = segments[(i + n * cfg.editors) % len(segments)]
                 n += 1
                 await _segment(ed, i, n, path, before, target, TypingModel(speed=cfg.speed), cfg, tally)
+        except Exception as e:           # the language server died under the editor, or broke its protocol
+            tally.note("error", f"editor {i}: {e!r}"[:300])
         finally:
             await _stop(ed)
             if pid:
@@ -237,6 +239,7 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
     stop = asyncio.Event()
     tally = EditorTally()
     lsp_pids: set[int] = set()
+    failed_samples: list[str] = []
     samples: dict[str, list[tuple[float, float]]] = {k: [] for k in SERIES}
     welcome = await _limits(cfg.ws_url)
     abusers = [Abuser(cfg.ws_url, cfg.seed * 100 + k, pause_s=cfg.abuse_pause_s, **welcome)
@@ -246,11 +249,17 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
     async def sampler():
         next_at = t0
         while not stop.is_set():
-            s = await asyncio.to_thread(take_sample, cfg.pid, cfg.http_url, lsp_pids)
+            try:
+                s = await asyncio.to_thread(take_sample, cfg.pid, cfg.http_url, lsp_pids)
+            except Exception as e:       # the backend gone, or /metrics not answering: a failed rule
+                failed_samples.append(f"{time.monotonic() - t0:.0f} s: {e!r}"[:300])
+                say(f"sample failed: {failed_samples[-1]}")
+                s = None
             t = time.monotonic() - t0
-            for k in SERIES:
-                samples[k].append((t, s[k]))
-            if len(samples["tasks"]) % max(1, round(60 / cfg.sample_s)) == 1:
+            if s is not None:
+                for k in SERIES:
+                    samples[k].append((t, s[k]))
+            if s is not None and len(samples["tasks"]) % max(1, round(60 / cfg.sample_s)) == 1:
                 say(f"[{t:6.0f} s] backend {s['rss_backend'] / 2**20:.0f} MB, engine {s['rss_engine'] / 2**20:.0f} MB, "
                     f"fds {s['fds_backend']:.0f}+{s['fds_engine']:.0f}, tasks {s['tasks']:.0f}, series {s['series']}, "
                     f"queued {s['queued']:.0f}, sessions {s['sessions']:.0f}; editors: {tally.segments} segments, "
@@ -262,9 +271,9 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
                 pass
 
     with tempfile.TemporaryDirectory(prefix="soak-lsp-") as state:
-        tasks = [asyncio.create_task(_editor(i, cfg, segments, stop, tally, lsp_pids, f"{state}/{i}"))
-                 for i in range(cfg.editors)]
-        tasks += [asyncio.create_task(a.run(stop, cfg.abuse_kinds)) for a in abusers]
+        editors = [asyncio.create_task(_editor(i, cfg, segments, stop, tally, lsp_pids, f"{state}/{i}"))
+                   for i in range(cfg.editors)]
+        tasks = editors + [asyncio.create_task(a.run(stop, cfg.abuse_kinds)) for a in abusers]
         sampling = asyncio.create_task(sampler())
         say(f"soak: {cfg.editors} editors, {cfg.abusers} abusive clients, {cfg.duration_s:g} s "
             f"(warm-up {cfg.warmup_s:g} s), sampling every {cfg.sample_s:g} s")
@@ -277,14 +286,15 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
             finished, late = await asyncio.wait(tasks, timeout=cfg.hang_timeout_s + 120)
             for t in late:
                 t.cancel()
-                tally.note("hung", "a client did not stop within the hang timeout")
+                if t in editors:
+                    tally.note("hung", "an editor did not stop within the hang timeout")
             await sampling
     abuse: dict[str, int] = {}
     for a in abusers:
         for k, v in a.counts.items():
             abuse[k] = abuse.get(k, 0) + v
-    res = SoakResult(samples, tally, abuse, time.monotonic() - t0)
-    res.rules = verdict(samples, cfg.warmup_s, tally.hung, tally.errors, bounds)
+    res = SoakResult(samples, tally, abuse, time.monotonic() - t0, failed_samples=failed_samples)
+    res.rules = verdict(samples, cfg.warmup_s, tally.hung, tally.errors, bounds, len(failed_samples))
     return res
 
 
@@ -371,6 +381,8 @@ JSON-RPC error response or a `window/showMessage` of type Error.
                         [[t.segments, t.keystrokes, t.requests, t.shown, t.accepted, t.hung, t.errors]]))
     report.add("Outcomes of the editors' inline-completion requests: " +
                ", ".join(f"{k} {v}" for k, v in sorted(t.outcomes.items())) + ".")
+    if res.failed_samples:
+        report.add("Samples not taken:\n\n" + "\n".join(f"* {p}" for p in res.failed_samples[:20]))
     if t.problems:
         report.add("Problems the editors met (the first 20):\n\n" + "\n".join(f"* {p}" for p in t.problems))
     report.add("What the abusive clients did and got back (count by episode kind and answer):\n\n" +

@@ -8,7 +8,8 @@ After a warm-up (caches fill, the allocator reaches its working set, every label
     away, by the maximum;
   * queue depth (`drains`): the minimum of the last third is within a slack of the minimum of the first — a
     queue that keeps up returns to its floor between bursts, one that falls behind does not;
-  * counts that must be zero (hung sessions, errors shown to well-behaved editors): `is_zero`.
+  * counts that must be zero (hung sessions, errors shown to well-behaved editors, samples the backend did not
+    answer): `is_zero`.
 """
 from __future__ import annotations
 
@@ -102,7 +103,7 @@ class Bounds:
 
 
 def verdict(samples: dict[str, list[tuple[float, float]]], warmup_s: float, hung: int, editor_errors: int,
-            bounds: Bounds | None = None) -> list[Rule]:
+            bounds: Bounds | None = None, failed_samples: int = 0) -> list[Rule]:
     """Every rule over the sampled series (`samples`: name → [(t_s, value)]; the names `soak.py` samples)."""
     b = bounds or Bounds()
     rules = [grows_at_most("backend RSS", samples["rss_backend"], warmup_s, b.window_s, b.rss_growth),
@@ -114,5 +115,6 @@ def verdict(samples: dict[str, list[tuple[float, float]]], warmup_s: float, hung
              drains("queue depth", samples["queued"], warmup_s, b.queue_slack),
              drains("live requests", samples["live"], warmup_s, b.queue_slack)]
     rules += [is_zero("hung editor sessions", hung, "an LSP request or command not answered in time"),
-              is_zero("errors shown to editors", editor_errors, "JSON-RPC errors and window/showMessage errors")]
+              is_zero("errors shown to editors", editor_errors, "JSON-RPC errors and window/showMessage errors"),
+              is_zero("samples not taken", failed_samples, "the backend gone, or /metrics not answering")]
     return rules

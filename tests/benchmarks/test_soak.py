@@ -74,10 +74,10 @@ def test_the_verdict_judges_every_series_and_both_counts():
     flat = {k: _series(_flat(100.0, 0.01), seed=j) for j, k in enumerate(
         ("rss_backend", "rss_engine", "fds_backend", "fds_engine", "tasks", "series", "queued", "live"))}
     rules = sv.verdict(flat, 300, hung=0, editor_errors=0)
-    assert len(rules) == 10 and all(r.passed for r in rules)
+    assert len(rules) == 11 and all(r.passed for r in rules)
     leaky = {**flat, "fds_engine": _series(lambda i, rng: 80 + i // 5)}
-    failed = [r.name for r in sv.verdict(leaky, 300, hung=0, editor_errors=2) if not r.passed]
-    assert failed == ["engine open files", "errors shown to editors"]
+    failed = [r.name for r in sv.verdict(leaky, 300, hung=0, editor_errors=2, failed_samples=1) if not r.passed]
+    assert failed == ["engine open files", "errors shown to editors", "samples not taken"]
 
 
 def test_every_abuse_leaves_the_server_serving(fake_backend):
