@@ -80,6 +80,7 @@ class SoakResult:
     elapsed_s: float
     rules: list = field(default_factory=list)
     failed_samples: list[str] = field(default_factory=list)   # when and why a sample could not be taken
+    warmup_s: float = 0.0      # the warm-up judged: the configured one, or until every abuse kind had run
 
     @property
     def passed(self) -> bool:
@@ -293,8 +294,11 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
     for a in abusers:
         for k, v in a.counts.items():
             abuse[k] = abuse.get(k, 0) + v
-    res = SoakResult(samples, tally, abuse, time.monotonic() - t0, failed_samples=failed_samples)
-    res.rules = verdict(samples, cfg.warmup_s, tally.hung, tally.errors, bounds, len(failed_samples))
+    # the warm-up lasts until every kind of abuse has run once too (its labels seen, its buffers sized)
+    cycled = [a.cycled_at - t0 for a in abusers if a.cycled_at is not None]
+    warmup_s = max([cfg.warmup_s, min(cycled)] if cycled else [cfg.warmup_s])
+    res = SoakResult(samples, tally, abuse, time.monotonic() - t0, failed_samples=failed_samples, warmup_s=warmup_s)
+    res.rules = verdict(samples, warmup_s, tally.hung, tally.errors, bounds, len(failed_samples))
     return res
 
 
@@ -370,7 +374,8 @@ document per segment; about every {cfg.reconnect_s:g} s (±40 %) an editor quits
 a new one (a new process and WebSocket): {t.lsp_starts} language-server starts. **Abusive clients**:
 {cfg.abusers} raw-WebSocket clients cycling through {', '.join(cfg.abuse_kinds)} (benchmarks/soak_abuse.py),
 every session under a user name never seen before. Sampled every {cfg.sample_s:g} s; the rules judge the samples
-after a warm-up of {cfg.warmup_s:g} s (benchmarks/soak_verdict.py). A request of an editor is **hung** when its
+after a warm-up of {res.warmup_s:.0f} s ({cfg.warmup_s:g} s asked, or until every kind of abuse had run once if
+that was later; benchmarks/soak_verdict.py). A request of an editor is **hung** when its
 language server has not answered it {cfg.hang_timeout_s:g} s after the segment ended (likewise a command, or a
 backend not connected {cfg.hang_timeout_s:g} s after the language server started); an **error shown** is a
 JSON-RPC error response or a `window/showMessage` of type Error.
@@ -390,7 +395,7 @@ JSON-RPC error response or a `window/showMessage` of type Error.
     _plots(report, cfg, res)
     s = res.samples
     first = {r.name: r for r in res.rules}
-    headline = {"bench": "soak", "duration_s": round(res.elapsed_s), "warmup_s": cfg.warmup_s,
+    headline = {"bench": "soak", "duration_s": round(res.elapsed_s), "warmup_s": round(res.warmup_s),
                 "editors": cfg.editors, "abusers": cfg.abusers, "samples": len(s["tasks"]),
                 "rss_backend_growth_pct": _growth(first["backend RSS"]),
                 "rss_engine_growth_pct": _growth(first["engine processes RSS"]),
@@ -430,7 +435,7 @@ def _plots(report: Report, cfg: SoakConfig, res: SoakResult) -> None:
     for ax, (title, lines) in zip(axes, panels):
         for label, key, scale in lines:
             ax.plot([t / 60 for t, _ in s[key]], [v / scale for _, v in s[key]], label=label, lw=1)
-        ax.axvline(cfg.warmup_s / 60, color="tab:gray", ls="--", lw=0.8)
+        ax.axvline(res.warmup_s / 60, color="tab:gray", ls="--", lw=0.8)
         ax.set_ylabel(title)
         ax.legend(loc="upper left", fontsize=7)
     axes[-1].set_xlabel("minutes (dashed: end of the warm-up)")

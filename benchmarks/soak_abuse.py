@@ -42,6 +42,7 @@ class Abuser:
         self.sessions_per_user = sessions_per_user
         self.pause_s = pause_s
         self.counts: dict[str, int] = {}     # "<kind>.<what>" → n
+        self.cycled_at: float | None = None  # the loop's time when every kind had run once
 
     def _count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n
@@ -50,7 +51,10 @@ class Abuser:
         """Episodes in a shuffled cycle until `stop` is set; an episode that fails is counted, not raised."""
         order = list(kinds)
         self.rng.shuffle(order)
-        for kind in itertools.cycle(order):
+        loop = asyncio.get_running_loop()
+        for n, kind in enumerate(itertools.cycle(order)):
+            if n == len(order):
+                self.cycled_at = loop.time()
             if stop.is_set():
                 return
             try:

@@ -133,7 +133,8 @@ def test_a_short_soak_hangs_nothing_and_shows_editors_no_error(backend, tmp_path
     for k in SERIES:
         assert len(res.samples[k]) >= 20, k
     assert all(not math.isnan(v) for _, v in res.samples["tasks"]) and res.samples["tasks"][-1][1] > 0
-    assert res.rules == sv.verdict(res.samples, cfg.warmup_s, 0, 0, sv.Bounds(window_s=15))
+    assert res.warmup_s >= cfg.warmup_s and res.warmup_s < cfg.duration_s / 2
+    assert res.rules == sv.verdict(res.samples, res.warmup_s, 0, 0, sv.Bounds(window_s=15))
     assert res.passed, [r.row() for r in res.rules if not r.passed]
 
 
