@@ -4,10 +4,11 @@ One backend (the light profile unless --url or --set say otherwise). Well-behave
 developers of benchmarks/editor_sim.py, each driving a real `quickcode lsp` process that types held-out files
 segment after segment; every `--reconnect-s` (jittered) the editor quits its language server and starts a new
 one (a new process, a new WebSocket). Abusive clients (benchmarks/soak_abuse.py) hammer the same backend over
-raw WebSockets meanwhile. Every `--sample-s` the bench samples the backend process and its engine child
-processes (RSS, open files), the server's event-loop tasks, the number of /metrics series, queue depth and
-live requests, and the language servers' RSS. benchmarks/soak_verdict.py judges the series after the warm-up,
-with the counts of hung editor sessions and of errors shown to editors; the run exits non-zero if any rule fails.
+raw WebSockets meanwhile, and rough editors give their language servers huge documents and bursts of requests.
+Every `--sample-s` the bench samples the backend process and its engine child processes (RSS, open files), the
+server's event-loop tasks, the number of /metrics series, queue depth and live requests, and the language
+servers' RSS. benchmarks/soak_verdict.py judges the series after the warm-up, with the counts of hung editor
+sessions and of errors shown to editors; the run exits non-zero if any rule fails.
 """
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ class SoakConfig:
     chars: int = 300
     seed: int = 0
     abuse_pause_s: float = 2.0
+    rough_editors: int = 1          # editors that open huge documents and burst requests (not judged)
+    huge_doc_chars: int = 1_000_000
     abuse_kinds: tuple[str, ...] = KINDS
     files: list[Path] | None = None
 
@@ -177,6 +180,46 @@ async def _stop(ed) -> None:
         pass
 
 
+async def _rough_editor(k: int, cfg: SoakConfig, segments, stop: asyncio.Event, counts: dict[str, int],
+                        lsp_pids: set[int], state_dir: str) -> None:
+    """An editor of the abusive kind: a huge document, typing at its end (asking at pauses), then a burst of
+    inline requests without waiting for any; a new language server each round. Counted with the abuse, never
+    judged."""
+    from benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
+
+    def count(key: str) -> None:
+        counts[f"rough_editor.{key}"] = counts.get(f"rough_editor.{key}", 0) + 1
+
+    n = 0
+    while not stop.is_set():
+        path, before, target = segments[(k * 7 + n) % len(segments)]
+        n += 1
+        ed = SimEditor(lsp_command(), style="neovim-pause", seed=cfg.seed * 1000 + 500 + k,
+                       init_options={"endpoints": [cfg.ws_url], "state_dir": state_dir, "user": f"soak-rough-{k}"})
+        pid = None
+        try:
+            await asyncio.wait_for(ed.start(), cfg.hang_timeout_s)
+            pid = ed.client._server.pid
+            lsp_pids.add(pid)
+            huge = (before * (cfg.huge_doc_chars // max(1, len(before)) + 1))[: cfg.huge_doc_chars]
+            ed.open((Path(tempfile.gettempdir()) / f"soak-rough-{k}" / f"{n}-{path.name}").as_uri(), huge)
+            await asyncio.wait_for(ed.type_text(target[:30], TypingModel(speed=4 * cfg.speed)), 120)
+            burst = [ed.ask()[1] for _ in range(20)]
+            done, _ = await asyncio.wait(burst, timeout=cfg.hang_timeout_s)
+            for f in done:
+                count("refused" if f.cancelled() or f.exception() is not None else "answered")
+            count("rounds")
+        except Exception as e:           # whatever the language server did with it is its business here
+            count(type(e).__name__)
+        finally:
+            await _stop(ed)
+            lsp_pids.discard(pid)
+        try:
+            await asyncio.wait_for(stop.wait(), cfg.abuse_pause_s)
+        except asyncio.TimeoutError:
+            pass
+
+
 async def _segment(ed, i: int, n: int, path: Path, before: str, target: str, model, cfg: SoakConfig,
                    tally: EditorTally) -> None:
     """One document opened, a segment typed into it, every request answered (or counted hung), closed."""
@@ -274,7 +317,10 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
     with tempfile.TemporaryDirectory(prefix="soak-lsp-") as state:
         editors = [asyncio.create_task(_editor(i, cfg, segments, stop, tally, lsp_pids, f"{state}/{i}"))
                    for i in range(cfg.editors)]
+        rough_counts: dict[str, int] = {}
         tasks = editors + [asyncio.create_task(a.run(stop, cfg.abuse_kinds)) for a in abusers]
+        tasks += [asyncio.create_task(_rough_editor(k, cfg, segments, stop, rough_counts, lsp_pids, f"{state}/r{k}"))
+                  for k in range(cfg.rough_editors)]
         sampling = asyncio.create_task(sampler())
         say(f"soak: {cfg.editors} editors, {cfg.abusers} abusive clients, {cfg.duration_s:g} s "
             f"(warm-up {cfg.warmup_s:g} s), sampling every {cfg.sample_s:g} s")
@@ -290,7 +336,7 @@ async def soak(cfg: SoakConfig, bounds: Bounds | None = None, say=progress) -> S
                 if t in editors:
                     tally.note("hung", "an editor did not stop within the hang timeout")
             await sampling
-    abuse: dict[str, int] = {}
+    abuse: dict[str, int] = dict(rough_counts)
     for a in abusers:
         for k, v in a.counts.items():
             abuse[k] = abuse.get(k, 0) + v
@@ -326,6 +372,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample-s", type=float, default=5.0)
     p.add_argument("--editors", type=int, default=4, help="simulated developers, each with a `quickcode lsp`")
     p.add_argument("--abusers", type=int, default=2, help="abusive raw-WebSocket clients")
+    p.add_argument("--rough-editors", type=int, default=1, help="editors opening huge documents and bursting "
+                                                                "requests (counted, not judged)")
     p.add_argument("--reconnect-s", type=float, default=180.0, help="an editor restarts its language server "
                                                                     "about this often")
     p.add_argument("--hang-timeout-s", type=float, default=30.0, help="an LSP request unanswered this long is hung")
@@ -348,6 +396,7 @@ def run(args: argparse.Namespace) -> dict:
     cfg = SoakConfig(ws_url=backend.ws_url, http_url=backend.http_url, pid=pid, duration_s=args.duration_s,
                      warmup_s=warmup_s, sample_s=args.sample_s, editors=args.editors, abusers=args.abusers,
                      reconnect_s=args.reconnect_s, hang_timeout_s=args.hang_timeout_s, speed=args.speed,
+                     rough_editors=args.rough_editors,
                      chars=args.chars, seed=args.seed)
     bounds = Bounds(window_s=min(300.0, max(cfg.sample_s * 4, (cfg.duration_s - warmup_s) / 6)))
     try:
@@ -373,7 +422,9 @@ types {cfg.chars}-character segments of held-out standard-library modules at {cf
 document per segment; about every {cfg.reconnect_s:g} s (±40 %) an editor quits its language server and starts
 a new one (a new process and WebSocket): {t.lsp_starts} language-server starts. **Abusive clients**:
 {cfg.abusers} raw-WebSocket clients cycling through {', '.join(cfg.abuse_kinds)} (benchmarks/soak_abuse.py),
-every session under a user name never seen before. Sampled every {cfg.sample_s:g} s; the rules judge the samples
+every session under a user name never seen before; and {cfg.rough_editors} rough editor(s): a real `quickcode lsp`
+given a {cfg.huge_doc_chars:,}-character document, typed into at its end, then 20 inline requests at once
+without waiting, a new language server each round (counted with the abuse, not judged). Sampled every {cfg.sample_s:g} s; the rules judge the samples
 after a warm-up of {res.warmup_s:.0f} s ({cfg.warmup_s:g} s asked, or until every kind of abuse had run once if
 that was later; benchmarks/soak_verdict.py). A request of an editor is **hung** when its
 language server has not answered it {cfg.hang_timeout_s:g} s after the segment ended (likewise a command, or a
