@@ -424,8 +424,8 @@ a new one (a new process and WebSocket): {t.lsp_starts} language-server starts. 
 {cfg.abusers} raw-WebSocket clients cycling through {', '.join(cfg.abuse_kinds)} (benchmarks/soak_abuse.py),
 every session under a user name never seen before; and {cfg.rough_editors} rough editor(s): a real `quickcode lsp`
 given a {cfg.huge_doc_chars:,}-character document, typed into at its end, then 20 inline requests at once
-without waiting, a new language server each round (counted with the abuse, not judged). Sampled every {cfg.sample_s:g} s; the rules judge the samples
-after a warm-up of {res.warmup_s:.0f} s ({cfg.warmup_s:g} s asked, or until every kind of abuse had run once if
+without waiting, a new language server each round (counted with the abuse, not judged). Sampled every
+{cfg.sample_s:g} s; the rules judge the samples after a warm-up of {res.warmup_s:.0f} s ({cfg.warmup_s:g} s asked, or until every kind of abuse had run once if
 that was later; benchmarks/soak_verdict.py). A request of an editor is **hung** when its
 language server has not answered it {cfg.hang_timeout_s:g} s after the segment ended (likewise a command, or a
 backend not connected {cfg.hang_timeout_s:g} s after the language server started); an **error shown** is a
