@@ -475,8 +475,8 @@ def _growth(rule) -> float:
 
 def _plots(report: Report, cfg: SoakConfig, res: SoakResult) -> None:
     s = res.samples
-    panels = [("memory (MB)", [("backend", "rss_backend", 2**20), ("engine processes", "rss_engine", 2**20),
-                               ("a language server (mean)", "rss_lsp_mean", 2**20)]),
+    panels = [("engine memory (MB)", [("engine processes", "rss_engine", 2**20)]),
+              ("memory (MB)", [("backend", "rss_backend", 2**20), ("a language server (mean)", "rss_lsp_mean", 2**20)]),
               ("open files", [("backend", "fds_backend", 1), ("engine processes", "fds_engine", 1)]),
               ("event-loop tasks", [("server", "tasks", 1)]),
               ("/metrics series", [("series", "series", 1)]),
