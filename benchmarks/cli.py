@@ -26,6 +26,8 @@ BENCHES = {
     "sizes": ("benchmarks.sizes", "model sizes: vLLM latency (cold, typing) vs the budget, loss vs training compute"),
     "copy": ("benchmarks.copy_mix", "a copy (cache) model mixed into the target's distribution: exact first lines"),
     "tokenizer": ("benchmarks.tokenizer", "BPE vocabulary sizes: characters per token vs embedding cost"),
+    "faults": ("benchmarks.faults", "faults while many developers type (engine killed, link down, drain, log disk "
+                                    "full): recovery, errors shown, hangs, cross-user answers"),
 }
 
 

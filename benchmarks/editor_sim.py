@@ -236,9 +236,12 @@ class SimEditor:
         same gap, typo and acceptance coin, whatever happened before)."""
         return random.Random(f"{self.seed}:{at}")
 
-    async def type_text(self, target: str, model: TypingModel, *, progress=None) -> SessionResult:
-        """Type `target` at the end of the document; accept suggestions that match what comes next."""
-        res = SessionResult(segment_chars=len(target))
+    async def type_text(self, target: str, model: TypingModel, *, progress=None,
+                        res: SessionResult | None = None) -> SessionResult:
+        """Type `target` at the end of the document; accept suggestions that match what comes next. `res`: the
+        record to fill (a caller that may cancel the typing keeps what it had logged)."""
+        res = res if res is not None else SessionResult()
+        res.segment_chars = len(target)
         pending: tuple[int, asyncio.Future] | None = None
         shown: dict | None = None                 # {"text", "item", "version", "t_ms"}
         appeared = asyncio.Event()

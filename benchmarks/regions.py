@@ -1,5 +1,5 @@
-"""Test hosts for the multi-region tests: one network namespace per "region", joined to the root namespace
-by a veth link, each running a forwarding host that adds the region's one-way delay.
+"""Network "regions" for the multi-region tests and `quickcode bench faults`: one network namespace per region,
+joined to the root namespace by a veth link, each running a forwarding host that adds the region's one-way delay.
 
 Traffic to a region crosses a real network namespace boundary (not loopback). The WAN delay is added by the
 region host's forwarder, in each direction: this machine's kernel has no netem (CONFIG_NET_SCH_NETEM is not
@@ -7,7 +7,7 @@ set, `tc qdisc add ... netem` answers "Specified qdisc kind is unknown"), and no
 packets. Taking a region's link down (`ip link set ... down`) drops its traffic silently, like a network
 failure; bringing it up restores it.
 
-    client (root ns) ──▶ 10.78.N.2:8765 [region N: forward after delay] ──veth──▶ 10.78.N.1:P [root: relay] ──▶ backend
+    client (root ns) ──▶ 10.S.N.2:8765 [region N: forward after delay] ──veth──▶ 10.S.N.1:P [root: relay] ──▶ backend
 """
 from __future__ import annotations
 
@@ -44,11 +44,13 @@ class Region:
         sh("ip", "link", "set", self.host_if, "up" if up else "down")
 
 
-def create(delays_ms: list[float], backend_port: int, tag: str) -> list[Region]:
+def create(delays_ms: list[float], backend_port: int, tag: str, subnet: int = 78) -> list[Region]:
+    """One region per delay, in front of 127.0.0.1:`backend_port`; `subnet` S (addresses 10.S.N.x, relay ports
+    20,000 + 100 S + N) keeps two users of this module on one machine apart."""
     regions = []
     for i, delay in enumerate(delays_ms):
         ns, host_if, ns_if = f"qc{tag}r{i}", f"qc{tag}h{i}", f"qc{tag}n{i}"
-        host_ip, ns_ip = f"10.78.{i}.1", f"10.78.{i}.2"
+        host_ip, ns_ip = f"10.{subnet}.{i}.1", f"10.{subnet}.{i}.2"
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
         sh("ip", "link", "set", ns_if, "netns", ns)
@@ -57,8 +59,8 @@ def create(delays_ms: list[float], backend_port: int, tag: str) -> list[Region]:
         sh("ip", "addr", "add", f"{ns_ip}/24", "dev", ns_if, ns=ns)
         sh("ip", "link", "set", ns_if, "up", ns=ns)
         sh("ip", "link", "set", "lo", "up", ns=ns)
-        relay_port = 20_000 + i
-        me = [sys.executable, "-m", "tests.support.regions"]
+        relay_port = 20_000 + 100 * subnet + i
+        me = [sys.executable, "-m", "benchmarks.regions"]
         relay = subprocess.Popen([*me, "--listen", f"{host_ip}:{relay_port}", "--target", f"127.0.0.1:{backend_port}"],
                                  cwd=_repo())
         host = subprocess.Popen(["ip", "netns", "exec", ns, *me, "--listen", f"{ns_ip}:8765",
@@ -81,7 +83,7 @@ def destroy(regions: list[Region]) -> None:
 
 
 def _repo() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ── the forwarding host (run inside a namespace): TCP relay that delays each direction by delay_ms
