@@ -1,8 +1,9 @@
 """The figures of `quickcode bench faults` (benchmarks/faults.py), read off what the simulated editors saw and
 what the backends logged: pure functions over plain records, times in seconds from the run's start.
 
-An editor's record: {"user", "asks": [{"t_s", "end_s", "outcome"}], "shows": [{"t_s", "id"}],
-"messages": [{"t_s", "type", "text"}], "probes": [{"t_s", "ok", "replica"}]}. A fault's record: {"name",
+An editor's record: {"user", "sessions" (the backend sessions its language server held), "asks": [{"t_s",
+"end_s", "outcome"}], "shows": [{"t_s", "id"}], "messages": [{"t_s", "type", "text"}], "probes": [{"t_s", "ok",
+"replica"}]}. A fault's record: {"name",
 "t_start_s", "t_end_s", "t_stop_s" (its recovery period ends), "ref": "start" | "end" (what recovery is timed
 from), "affected": [users]}.
 """
@@ -14,6 +15,8 @@ from protocol.stats import percentile
 
 MESSAGE_ERROR = 1            # LSP MessageType.Error
 _FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+_BACKEND_ID = re.compile(r"r\d+(\+\d+)?")
+_CONNECTED = re.compile(r"connected to \S+ \(replica \S+, session (\S+),")
 
 
 def base_id(item_id: str) -> str:
@@ -21,27 +24,44 @@ def base_id(item_id: str) -> str:
     return item_id.split("+", 1)[0]
 
 
-def parse_access_line(line: str) -> tuple[str, str] | None:
-    """(user, the client's request id) of a text access line (backend/logs.py), else None. The logged request id
-    is `session:client id`."""
+def from_backend(item_id: str) -> bool:
+    """A suggestion a backend request wrote (`r12`, `r12+5`), not one the language server made by itself (the
+    document's own words: `doc7`)."""
+    return _BACKEND_ID.fullmatch(item_id) is not None
+
+
+def parse_access_line(line: str) -> tuple[str, str, str] | None:
+    """(session, the client's request id, user) of a text access line (backend/logs.py), else None. The logged
+    request id is `session:client id`."""
     if "quickcode.access" not in line:
         return None
     import json
 
     fields = {k: json.loads(v) if v.startswith('"') else v for k, v in _FIELD.findall(line)}
-    if "request_id" not in fields or "user" not in fields:
+    if "request_id" not in fields or "user" not in fields or ":" not in str(fields["request_id"]):
         return None
-    return fields["user"], str(fields["request_id"]).rsplit(":", 1)[-1]
+    session, rid = str(fields["request_id"]).rsplit(":", 1)
+    return session, rid, fields["user"]
 
 
-def served_pairs(lines) -> set[tuple[str, str]]:
-    """Every (user, client request id) the backends' access logs name."""
-    return {p for line in lines if (p := parse_access_line(line)) is not None}
+def served_by(lines) -> dict[tuple[str, str], set[str]]:
+    """{(session, client request id): the users the backends' access logs name for it}."""
+    out: dict[tuple[str, str], set[str]] = {}
+    for line in lines:
+        if (p := parse_access_line(line)) is not None:
+            out.setdefault(p[:2], set()).add(p[2])
+    return out
+
+
+def sessions_of(lsp_log_lines) -> set[str]:
+    """The backend sessions a language server's own log says it was connected to (lsp_client/channel.py)."""
+    return {m.group(1) for line in lsp_log_lines if (m := _CONNECTED.search(line))}
 
 
 def recovery_s(shows: list[dict], t_ref_s: float, t_stop_s: float) -> float | None:
     """From `t_ref_s` to the first new suggestion shown (one whose backend request was not shown before
     `t_ref_s`: not text typed through from the cache), if one is shown before `t_stop_s`."""
+    shows = [s for s in shows if from_backend(s["id"])]
     before = {base_id(s["id"]) for s in shows if s["t_s"] < t_ref_s}
     for s in sorted(shows, key=lambda s: s["t_s"]):
         if t_ref_s <= s["t_s"] < t_stop_s and base_id(s["id"]) not in before:
@@ -68,22 +88,26 @@ def window_counts(editor: dict, t0_s: float, t1_s: float, hang_s: float) -> dict
     }
 
 
-def attribution(editor: dict, served: set[tuple[str, str]], t0_s: float, t1_s: float) -> dict:
-    """The suggestions shown to this editor in [t0_s, t1_s), by whose request the backends served them:
-    this user's (ours), another user's only (cross: a cross-user answer), or nobody's that was logged
-    (unattributed: its access line was not written, e.g. while the log disk was full)."""
+def attribution(editor: dict, served: dict[tuple[str, str], set[str]], t0_s: float, t1_s: float) -> dict:
+    """The suggestions shown to this editor in [t0_s, t1_s), by whom the backends served their request in the
+    sessions this editor's language server held (`editor["sessions"]`): this user alone (ours), anyone else
+    (cross: a cross-user answer), or nobody that was logged (unattributed: its access line was not written,
+    e.g. while the log disk was full); `local`: made by the language server itself (no backend request)."""
     user = editor["user"]
-    others = {rid for u, rid in served if u != user}
-    out = {"ours": 0, "cross": 0, "unattributed": 0}
+    out = {"ours": 0, "cross": 0, "unattributed": 0, "local": 0}
     for s in editor["shows"]:
         if not _in(s["t_s"], t0_s, t1_s):
             continue
+        if not from_backend(s["id"]):
+            out["local"] += 1
+            continue
         rid = base_id(s["id"])
-        out["ours" if (user, rid) in served else "cross" if rid in others else "unattributed"] += 1
+        users = set().union(*(served.get((session, rid), set()) for session in editor["sessions"]))
+        out["ours" if users == {user} else "cross" if users else "unattributed"] += 1
     return out
 
 
-def fault_figures(fault: dict, editors: list[dict], served: set[tuple[str, str]], hang_s: float) -> dict:
+def fault_figures(fault: dict, editors: list[dict], served: dict[tuple[str, str], set[str]], hang_s: float) -> dict:
     """One fault's figures, over its period [start, end of its recovery period): recovery of each affected
     editor (p50, max; `not_recovered` counts those that showed nothing new in time) and the sums over every
     editor."""

@@ -154,8 +154,9 @@ class Editor:
 
         self.i, self.user, self.segments, self.speed, self.t0 = i, f"dev{i}", segments, speed, t0
         init = {"endpoints": [url], "token": token, "state_dir": str(work / f"state-{i}")}
+        self.log_path = work / f"lsp-{i}.log"      # its own trace: the sessions it held
         self.sim = SimEditor(lsp_command(), init_options=init, seed=1000 + i,
-                             env={"QUICKCODE_LSP_LOG": str(work / f"lsp-{i}.log")})
+                             env={"QUICKCODE_LSP_LOG": str(self.log_path)})
         self.results: list = []
         self.messages: list[dict] = []
         self.probes: list[dict] = []
@@ -208,7 +209,9 @@ class Editor:
             asks += [{"t_s": self._at(a["t_ms"]), "end_s": self._at(a.get("end_ms")), "outcome": a["outcome"]}
                      for a in res.asks]
             shows += [{"t_s": self._at(s["t_ms"]), "id": s["id"]} for s in res.shows if s.get("id")]
-        return {"user": self.user, "asks": asks, "shows": shows, "messages": self.messages, "probes": self.probes,
+        lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        return {"user": self.user, "sessions": sorted(ff.sessions_of(lines)), "asks": asks, "shows": shows,
+                "messages": self.messages, "probes": self.probes,
                 "keystrokes": sum(r.keystrokes for r in self.results),
                 "accepted_chars": sum(r.accepted_chars for r in self.results)}
 
@@ -335,7 +338,10 @@ async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogD
     return out
 
 
-async def _run_editors(args, names, cluster, region, disk, url, tokens, work, segments, t0) -> tuple[list, list]:
+async def _run_editors(args, names, cluster, region, disk, url, tokens, work, segments) -> tuple:
+    """Start the editors; once every one is connected (the run's time 0) type through the faults: (time 0 as
+    perf_counter, the faults, the editors' records)."""
+    t0 = time.perf_counter()
     editors = [Editor(i, url, tokens[i], work, segments[i::args.editors] or segments, args.speed, t0)
                for i in range(args.editors)]
     stop_typing, stop_probes = asyncio.Event(), asyncio.Event()
@@ -344,6 +350,16 @@ async def _run_editors(args, names, cluster, region, disk, url, tokens, work, se
         for e in editors:
             await e.sim.start()
             started.append(e)
+        for e in editors:
+            for _ in range(600):
+                if (await e.sim.command("quickcode.status")).get("connected"):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise RuntimeError(f"{e.user}'s language server did not connect")
+        t0 = time.perf_counter()
+        for e in editors:
+            e.t0 = t0
         tasks = [asyncio.create_task(e.type_until(stop_typing)) for e in editors]
         probes = [asyncio.create_task(e.probe_until(stop_probes, args.hang_s)) for e in editors]
         orch = asyncio.create_task(_orchestrate(cluster, stop_probes, args.liveness_period_s, t0))
@@ -359,7 +375,7 @@ async def _run_editors(args, names, cluster, region, disk, url, tokens, work, se
             await asyncio.sleep(0.1)
         stop_probes.set()
         await asyncio.gather(*probes, orch, return_exceptions=True)
-        return faults, [e.record() for e in editors]
+        return t0, faults, [e.record() for e in editors]
     finally:
         for e in started:
             with contextlib.suppress(Exception):
@@ -410,9 +426,8 @@ def run(args: argparse.Namespace) -> dict:
         segments = _segments(held_out_files(args), 4 * args.editors, 400, args.seed)
         _say(f"{args.editors} editors typing through {region.url} → nginx :{nginx_port} → replicas "
              f"{', '.join(f'{n} :{p}' for n, p in cluster.ports.items())}; faults {', '.join(names)}")
-        t0 = time.perf_counter()
-        faults, editors = asyncio.run(_run_editors(args, names, cluster, region, disk, region.url, tokens, work,
-                                                   segments, t0))
+        t0, faults, editors = asyncio.run(_run_editors(args, names, cluster, region, disk, region.url, tokens,
+                                                       work, segments))
         run_s = time.perf_counter() - t0
         log_lines = cluster.log_lines()
         restarts = list(cluster.events)
@@ -432,7 +447,7 @@ def run(args: argparse.Namespace) -> dict:
                 for f in disk.path.glob("replica-*.log"):
                     shutil.copy(f, keep / f.name)
             disk.unmount()
-    return _report(args, faults, editors, ff.served_pairs(log_lines), restarts, run_s, started_s, work)
+    return _report(args, faults, editors, ff.served_by(log_lines), restarts, run_s, started_s, work)
 
 
 def _free_port() -> int:
@@ -445,7 +460,7 @@ def _fmt_s(x) -> str:
     return "–" if x is None else f"{x:.2f}"
 
 
-def _report(args, faults: list[dict], editors: list[dict], served: set, restarts: list[dict], run_s: float,
+def _report(args, faults: list[dict], editors: list[dict], served: dict, restarts: list[dict], run_s: float,
             started_s: float, work: Path) -> dict:
     figs = [ff.fault_figures(f, editors, served, args.hang_s) for f in faults]
     whole = ff.fault_figures({"name": "whole run", "t_start_s": 0.0, "t_end_s": run_s, "t_stop_s": run_s + 1e9,
@@ -461,10 +476,12 @@ def _report(args, faults: list[dict], editors: list[dict], served: set, restarts
             f"orchestrator (this bench, probing /healthz every {args.liveness_period_s:g} s as a liveness probe "
             "would) restarts a replica whose /healthz is red or whose process exited. Recovery: from the fault's "
             "start (from the link's return for link_down) to the first new suggestion (a backend request not "
-            "shown before) each affected editor was shown. A request is hung when unanswered after "
+            "shown before; not the language server's own completions of the document's words) each affected "
+            "editor was shown. A request is hung when unanswered after "
             f"{args.hang_s:g} s; a language server is hung when a status request goes unanswered that long. A "
-            "cross-user answer: a suggestion whose backend request id the access logs name for another user "
-            "only; unattributed: no access line names it (lines lost while the log disk was full).")
+            "cross-user answer: a suggestion whose backend request (session and request id, the sessions "
+            "from the language server's own log) the access logs name for another user; unattributed: no "
+            "access line names it (lines lost while the log disk was full).")
     rows = []
     for f, fault in zip(figs, faults):
         rows.append([f["name"], f["affected"], _fmt_s(f["recovery_p50_s"]), _fmt_s(f["recovery_max_s"]),
@@ -476,7 +493,7 @@ def _report(args, faults: list[dict], editors: list[dict], served: set, restarts
     rep.add("## Summary\n\n" + md_table(heads, rows) + "\n\nOver the whole run: "
             + ", ".join(f"{k.replace('_', ' ')} {whole[k]}" for k in
                         ("requests", "shown", "errors_shown", "error_messages", "hung_requests", "hung_probes",
-                         "ours", "cross", "unattributed")) + ".")
+                         "ours", "cross", "unattributed", "local")) + ".")
     for f, fault in zip(figs, faults):
         by_user = ", ".join(f"{u} {_fmt_s(r)}" for u, r in sorted(f["recovery_by_user_s"].items()))
         table = md_table(["figure", "value"], [
@@ -489,7 +506,8 @@ def _report(args, faults: list[dict], editors: list[dict], served: set, restarts
             ["keystrokes with an error shown", f["errors_shown"]],
             ["error messages shown", f["error_messages"]],
             ["hung requests / unanswered status probes", f"{f['hung_requests']} / {f['hung_probes']}"],
-            ["suggestions: this user's / cross-user / unattributed", f"{f['ours']} / {f['cross']} / {f['unattributed']}"],
+            ["suggestions: this user's / cross-user / unattributed / the language server's own (no request)",
+             f"{f['ours']} / {f['cross']} / {f['unattributed']} / {f['local']}"],
             ["requests asked / suggestions shown (all editors)", f"{f['requests']} / {f['shown']}"],
             ["passed", "yes" if not ff.failures(f) else "no: " + "; ".join(ff.failures(f))]])
         rep.add(f"## {f['name']}\n\n{table}")

@@ -5,7 +5,10 @@ Traffic to a region crosses a real network namespace boundary (not loopback). Th
 region host's forwarder, in each direction: this machine's kernel has no netem (CONFIG_NET_SCH_NETEM is not
 set, `tc qdisc add ... netem` answers "Specified qdisc kind is unknown"), and no other qdisc here delays
 packets. Taking a region's link down (`ip link set ... down`) drops its traffic silently, like a network
-failure; bringing it up restores it.
+failure; bringing it up restores it. It is the namespace's end of the veth that goes down: the root
+namespace's end loses its carrier and keeps its route, so packets to the region are dropped (taking the root's
+end down would remove the route, and the packets would take the default route instead — here to a proxy that
+answers HTTP 404).
 
     client (root ns) ──▶ 10.S.N.2:8765 [region N: forward after delay] ──veth──▶ 10.S.N.1:P [root: relay] ──▶ backend
 """
@@ -32,6 +35,7 @@ class Region:
     host_if: str
     ns_ip: str
     host_ip: str
+    ns_if: str = ""
     port: int = 8765
     relay_port: int = 0        # the root namespace's relay to the backend, which the region's host forwards to
     procs: tuple = ()
@@ -41,7 +45,7 @@ class Region:
         return f"ws://{self.ns_ip}:{self.port}/v1/ws"
 
     def link(self, up: bool) -> None:
-        sh("ip", "link", "set", self.host_if, "up" if up else "down")
+        sh("ip", "link", "set", self.ns_if, "up" if up else "down", ns=self.ns)
 
 
 def create(delays_ms: list[float], backend_port: int, tag: str, subnet: int = 78) -> list[Region]:
@@ -65,7 +69,8 @@ def create(delays_ms: list[float], backend_port: int, tag: str, subnet: int = 78
                                  cwd=_repo())
         host = subprocess.Popen(["ip", "netns", "exec", ns, *me, "--listen", f"{ns_ip}:8765",
                                  "--target", f"{host_ip}:{relay_port}", "--delay-ms", str(delay)], cwd=_repo())
-        regions.append(Region(i, delay, ns, host_if, ns_ip, host_ip, relay_port=relay_port, procs=(relay, host)))
+        regions.append(Region(i, delay, ns, host_if, ns_ip, host_ip, ns_if, relay_port=relay_port,
+                              procs=(relay, host)))
     return regions
 
 

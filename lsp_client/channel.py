@@ -180,7 +180,8 @@ class Channel:
                     self.last_error, self.problem, self._told = "", None, set()
                     self.chooser.record_success(url)
                     self._last_frame_s = self.clock.now()
-                    log.info("connected to %s (replica %s, model %s)", url, welcome.replica, welcome.model)
+                    log.info("connected to %s (replica %s, session %s, model %s)", url, welcome.replica,
+                             welcome.session_id, welcome.model)
                     self.on_state(self.status())
                     async for data in ws:
                         self._last_frame_s = self.clock.now()
