@@ -125,6 +125,27 @@ def fault_figures(fault: dict, editors: list[dict], served: dict[tuple[str, str]
             "ref": fault["ref"], **sums}
 
 
+def replica_at(probes: list[dict], t_s: float) -> str:
+    """The replica a language server said it was connected to at its first status probe from `t_s` on ('' if
+    none said)."""
+    for p in sorted(probes, key=lambda p: p["t_s"]):
+        if p["t_s"] >= t_s and p.get("connected") and p.get("replica"):
+            return p["replica"]
+    return ""
+
+
+def recovered_on(fault: dict, fig: dict, editors: list[dict]) -> dict[str, int]:
+    """{replica: affected editors it showed its first new suggestion from}: what brought suggestions back."""
+    t_ref = fault["t_start_s"] if fault["ref"] == "start" else fault["t_end_s"]
+    out: dict[str, int] = {}
+    for e in editors:
+        r = fig["recovery_by_user_s"].get(e["user"])
+        if r is not None:
+            name = replica_at(e["probes"], t_ref + r) or "?"
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
 def failures(fig: dict) -> list[str]:
     """What breaks the acceptance in one fault's figures (empty: passed)."""
     out = []

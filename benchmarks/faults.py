@@ -503,6 +503,8 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
             ["affected editors", f"{f['affected']} ({', '.join(fault['affected']) or 'none'})"],
             ["recovery p50 / max (s)", f"{_fmt_s(f['recovery_p50_s'])} / {_fmt_s(f['recovery_max_s'])}"],
             ["recovery by editor (s)", by_user or "–"],
+            ["the replica each one's first new suggestion came from",
+             ", ".join(f"{r} ×{n}" for r, n in sorted(ff.recovered_on(fault, f, editors).items())) or "–"],
             ["keystrokes with an error shown", f["errors_shown"]],
             ["error messages shown", f["error_messages"]],
             ["hung requests / unanswered status probes", f"{f['hung_requests']} / {f['hung_probes']}"],
@@ -518,10 +520,11 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
     headline = {"editors": args.editors, "replicas": args.replicas, "run_s": round(run_s, 1),
                 "passed": not failed, "failed": failed,
                 "faults": {f["name"]: {"affected": f["affected"], "recovery_p50_s": _r(f["recovery_p50_s"]),
+                                       "recovered_on": ff.recovered_on(fault, f, editors),
                                        "recovery_max_s": _r(f["recovery_max_s"]), "not_recovered": f["not_recovered"],
                                        "errors_shown": f["errors_shown"], "error_messages": f["error_messages"],
                                        "hung": f["hung_requests"] + f["hung_probes"], "cross_user": f["cross"],
-                                       "unattributed": f["unattributed"]} for f in figs},
+                                       "unattributed": f["unattributed"]} for f, fault in zip(figs, faults)},
                 "shown": whole["shown"], "requests": whole["requests"],
                 "accepted_chars": sum(e["accepted_chars"] for e in editors)}
     (work / "editors.json").write_text(json.dumps({"faults": faults, "editors": editors}))

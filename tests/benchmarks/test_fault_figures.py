@@ -78,3 +78,16 @@ def test_a_slow_answer_is_hung_and_a_shown_suggestion_nobody_logged_is_unattribu
 
 def test_per_second_bins():
     assert ff.per_second([0.1, 0.9, 1.0, 2.5, 7.0, -1.0], 3.0) == [2, 1, 1, 0]
+
+
+def test_what_brought_suggestions_back_is_the_replica_the_editor_was_on_then():
+    a = _editor("dev0", shows=[(12, "r2")])
+    a["probes"] = [{"t_s": 11.5, "ok": True, "connected": False, "replica": ""},
+                   {"t_s": 12.5, "ok": True, "connected": True, "replica": "b-1"}]
+    b = _editor("dev1", shows=[(30, "r9")])
+    b["probes"] = [{"t_s": 31, "ok": True, "connected": True, "replica": "a-2"}]
+    fault = {"name": "engine_kill", "t_start_s": 10.0, "t_end_s": 25.0, "t_stop_s": 40.0, "ref": "start",
+             "affected": ["dev0", "dev1"]}
+    fig = ff.fault_figures(fault, [a, b], {}, hang_s=5.0)
+    assert ff.recovered_on(fault, fig, [a, b]) == {"b-1": 1, "a-2": 1}
+    assert ff.replica_at(a["probes"], 13.0) == ""
