@@ -58,6 +58,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--drain-s", type=float, default=3.0, help="the replicas' shutdown_drain_s")
     p.add_argument("--hang-s", type=float, default=10.0, help="a request unanswered this long is hung")
     p.add_argument("--liveness-period-s", type=float, default=1.0, help="the orchestrator's /healthz period")
+    p.add_argument("--restart-timeout-s", type=float, default=600.0,
+                   help="how long a fault waits for the orchestrator (a replica stopped, started again)")
     p.add_argument("--log-disk-mib", type=int, default=64, help="the size of the replicas' log tmpfs")
     p.add_argument("--speed", type=float, default=1.5, help="typing speed multiple")
     p.add_argument("--seed", type=int, default=0)
@@ -265,11 +267,17 @@ async def _orchestrate(cluster: Cluster, stop: asyncio.Event, period_s: float, t
             cluster.events.append({"t_s": t, "replica": name, "what": "exited" if exited else "healthz_red"})
             if not exited:
                 await asyncio.to_thread(cluster.stop, name)
-            await asyncio.to_thread(cluster.start, name)
-            t = time.perf_counter() - t0
-            cluster.events.append({"t_s": t, "replica": name, "what": "ready"})
-            _say(f"orchestrator: replica {name} ready again at {t:.1f} s")
-            cluster.restarting.discard(name)
+                cluster.events.append({"t_s": time.perf_counter() - t0, "replica": name, "what": "stopped"})
+            try:
+                await asyncio.to_thread(cluster.start, name)
+                t = time.perf_counter() - t0
+                cluster.events.append({"t_s": t, "replica": name, "what": "ready"})
+                _say(f"orchestrator: replica {name} ready again at {t:.1f} s")
+            except RuntimeError as e:   # it did not come back: tried again at the next probe (a crash loop)
+                cluster.events.append({"t_s": time.perf_counter() - t0, "replica": name, "what": "failed"})
+                _say(f"orchestrator: replica {name} did not start again: {str(e)[:300]}")
+            finally:
+                cluster.restarting.discard(name)
         await asyncio.sleep(period_s)
 
 
@@ -282,12 +290,22 @@ def _engine_core(b):
     raise RuntimeError(f"no EngineCore under the backend process {b.proc.pid}")
 
 
-async def _wait_ready_again(cluster: Cluster, name: str, after_s: float, t0: float, timeout_s: float = 300) -> None:
+async def _wait_event(cluster: Cluster, name: str, what: tuple[str, ...], after_s: float, timeout_s: float) -> None:
+    """Until the orchestrator has logged one of `what` for replica `name` after `after_s`."""
     deadline = time.monotonic() + timeout_s
-    while not any(e["replica"] == name and e["what"] == "ready" and e["t_s"] > after_s for e in cluster.events):
+    while not any(e["replica"] == name and e["what"] in what and e["t_s"] > after_s for e in cluster.events):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"replica {name} not back after {timeout_s} s")
+            raise RuntimeError(f"replica {name}: no {' or '.join(what)} in {timeout_s:g} s")
         await asyncio.sleep(0.2)
+
+
+async def _wait_all_ready(cluster: Cluster, timeout_s: float) -> None:
+    """Until no replica is being restarted (a fault on one replica needs the other serving)."""
+    deadline = time.monotonic() + timeout_s
+    while cluster.restarting or len(cluster.running) < len(cluster.names):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"replicas {sorted(cluster.restarting)} not ready again in {timeout_s:g} s")
+        await asyncio.sleep(0.5)
 
 
 async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogDisk, editors: list[Editor],
@@ -295,6 +313,13 @@ async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogD
     now = lambda: time.perf_counter() - t0
     out = []
     for name in names:
+        if name in ("engine_kill", "drain") and cluster.restarting:
+            _say(f"{now():.1f} s: {name} waits for replicas {', '.join(sorted(cluster.restarting))} to be ready")
+            try:
+                await _wait_all_ready(cluster, args.restart_timeout_s)
+            except RuntimeError as e:
+                _say(f"{now():.1f} s: {name} skipped: {e}")
+                continue
         await asyncio.sleep(args.baseline_s)
         shown = sum(len(r.shows) for e in editors for r in e.results)
         by_replica: dict[str, list[str]] = {}
@@ -309,12 +334,14 @@ async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogD
             core.kill()
             detail = f"replica {target}'s EngineCore (pid {core.pid}) killed"
             _say(f"{t_start:.1f} s: {detail}; {len(affected)} editors on it ({shown} suggestions shown so far)")
-            await _wait_ready_again(cluster, target, t_start, t0)
+            # the fault lasts until the orchestrator has stopped the replica (its users go to the other); the
+            # restart goes on meanwhile
+            await _wait_event(cluster, target, ("stopped", "exited"), t_start, args.restart_timeout_s)
         elif name == "drain":
             os.kill(cluster.running[target].proc.pid, signal.SIGTERM)
             detail = f"SIGTERM to replica {target} (drain {args.drain_s:g} s)"
             _say(f"{t_start:.1f} s: {detail}; {len(affected)} editors on it ({shown} suggestions shown so far)")
-            await _wait_ready_again(cluster, target, t_start, t0)
+            await _wait_event(cluster, target, ("exited",), t_start, args.restart_timeout_s)   # the drain is over
         elif name == "link_down":
             region.link(False)
             detail = f"the veth to nginx down for {args.link_down_s:g} s"
@@ -345,7 +372,7 @@ async def _run_editors(args, names, cluster, region, disk, url, tokens, work, se
     editors = [Editor(i, url, tokens[i], work, segments[i::args.editors] or segments, args.speed, t0)
                for i in range(args.editors)]
     stop_typing, stop_probes = asyncio.Event(), asyncio.Event()
-    started = []
+    started, tasks = [], []
     try:
         for e in editors:
             await e.sim.start()
@@ -360,14 +387,15 @@ async def _run_editors(args, names, cluster, region, disk, url, tokens, work, se
         t0 = time.perf_counter()
         for e in editors:
             e.t0 = t0
-        tasks = [asyncio.create_task(e.type_until(stop_typing)) for e in editors]
         probes = [asyncio.create_task(e.probe_until(stop_probes, args.hang_s)) for e in editors]
         orch = asyncio.create_task(_orchestrate(cluster, stop_probes, args.liveness_period_s, t0))
+        tasks += [asyncio.create_task(e.type_until(stop_typing)) for e in editors] + probes + [orch]
         faults = await _schedule(args, names, cluster, region, disk, editors, t0)
         stop_typing.set()
-        for t in tasks:
+        typing = tasks[: len(editors)]
+        for t in typing:
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*typing, return_exceptions=True)
         # requests still open get their answer (or are hung): wait up to hang_s for every one
         deadline = time.monotonic() + args.hang_s
         while time.monotonic() < deadline and any(a["outcome"] is None for e in editors for r in e.results
@@ -377,6 +405,12 @@ async def _run_editors(args, names, cluster, region, disk, url, tokens, work, se
         await asyncio.gather(*probes, orch, return_exceptions=True)
         return t0, faults, [e.record() for e in editors]
     finally:
+        stop_typing.set()
+        stop_probes.set()
+        for t in tasks:
+            if not t.done() and t is not tasks[-1]:     # the orchestrator ends by itself (a restart under way)
+                t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         for e in started:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(e.sim.stop(), 10)
