@@ -116,17 +116,38 @@ class Cluster:
         self.incarnations = {n: 0 for n in names}
         self.restarting: set[str] = set()
         self.events: list[dict] = []
+        self.starting: dict[str, int] = {}       # replica → pid of its process while it starts
 
     def start(self, name: str):
         from backend.launch import start_backend
 
         self.incarnations[name] += 1
         k = self.incarnations[name]
-        b = start_backend(self.log_dir / f"replica-{name}-{k}.log", "profile=light", f"replica_id={name}-{k}",
-                          "access_log=true", f"auth_tokens_file={self.tokens_file}",
-                          f"shutdown_drain_s={self.drain_s}", port=self.ports[name])
+        try:
+            b = start_backend(self.log_dir / f"replica-{name}-{k}.log", "profile=light", f"replica_id={name}-{k}",
+                              "access_log=true", f"auth_tokens_file={self.tokens_file}",
+                              f"shutdown_drain_s={self.drain_s}", port=self.ports[name],
+                              on_wait=lambda s: self._note_starting(name))
+        finally:
+            self.starting.pop(name, None)
         self.running[name] = b
         return b
+
+    def _note_starting(self, name: str) -> None:
+        """Which process is starting replica `name` (so that the run's end can stop a start under way)."""
+        import psutil
+
+        if name not in self.starting:
+            for c in psutil.Process().children():
+                with contextlib.suppress(psutil.Error):
+                    if f"--port {self.ports[name]}" in " ".join(c.cmdline()):
+                        self.starting[name] = c.pid
+
+    def abort_starts(self) -> None:
+        """Kill the replicas still starting (their start_backend then fails at once)."""
+        for pid in list(self.starting.values()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
 
     def stop(self, name: str, timeout_s: float = 30.0) -> None:
         from backend.launch import stop_backend
@@ -402,11 +423,13 @@ async def _run_editors(args, names, cluster, region, disk, url, tokens, work, se
                                                   for a in r.asks):
             await asyncio.sleep(0.1)
         stop_probes.set()
+        cluster.abort_starts()                # a restart under way at the end is not waited for
         await asyncio.gather(*probes, orch, return_exceptions=True)
         return t0, faults, [e.record() for e in editors]
     finally:
         stop_typing.set()
         stop_probes.set()
+        cluster.abort_starts()
         for t in tasks:
             if not t.done() and t is not tasks[-1]:     # the orchestrator ends by itself (a restart under way)
                 t.cancel()
