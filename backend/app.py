@@ -238,12 +238,12 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
         if not origin_allowed(ws.headers, settings.allowed_origins):   # a web page (cross-site WebSocket)
             await ws.close(CLOSE_FORBIDDEN_ORIGIN)   # before accept: the handshake is answered 403
             return
+        if backend.draining:   # the handshake answered 503: a proxy (nginx) tries another replica
+            await ws.send_denial_response(JSONResponse({"reason": "draining"}, status_code=503))
+            return
         await ws.accept()
         if not ok:
             await ws.close(CLOSE_UNAUTHORIZED, "unauthorized: missing or invalid API token")
-            return
-        if backend.draining:
-            await ws.close(CLOSE_GOING_AWAY, "server shutting down")
             return
         if len(backend.sessions) >= settings.max_sessions:
             await refuse_session(ws, f"the server holds its limit of {settings.max_sessions} sessions")
