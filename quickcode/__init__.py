@@ -1,2 +1,2 @@
 """quickcode: self-hosted inline code completion (language server + latency-aware vLLM backend)."""
-from protocol import __version__  # noqa: F401  (one place: the language server cannot import quickcode)
+from quickcode.protocol import __version__  # noqa: F401  (one place: the language server cannot import quickcode)

@@ -2,7 +2,8 @@
 
 Only the chosen subcommand's arguments are built (and its modules imported), so `quickcode lsp` never pays
 for torch, vLLM or the benchmarks, and the language-server distribution (quickcode-lsp: quickcode/cli.py,
-lsp_client/, protocol/) runs `lsp` and `doctor` with the backend's packages absent; its other commands say so.
+quickcode/lsp_client/, quickcode/protocol/) runs `lsp` and `doctor` with the backend's packages absent; its
+other commands say so.
 """
 from __future__ import annotations
 
@@ -44,17 +45,17 @@ def missing_module_message(name: str, err: ModuleNotFoundError) -> str:
 
 def _register(name: str, sub: argparse._SubParsersAction) -> None:
     if name in ("serve", "token"):
-        from backend import cli as backend_cli
+        from quickcode.backend import cli as backend_cli
 
         backend_cli.register(sub, only=name)
     elif name == "lsp":
-        from lsp_client.cli import add_arguments
+        from quickcode.lsp_client.cli import add_arguments
 
         p = sub.add_parser("lsp", help=COMMANDS["lsp"])
         add_arguments(p)
         p.set_defaults(func=_lsp)
     elif name == "doctor":
-        from lsp_client import doctor
+        from quickcode.lsp_client import doctor
 
         p = sub.add_parser("doctor", help=COMMANDS["doctor"], description=doctor.__doc__.splitlines()[0])
         doctor.add_arguments(p)
@@ -66,11 +67,11 @@ def _register(name: str, sub: argparse._SubParsersAction) -> None:
         demo.add_arguments(p)
         p.set_defaults(func=demo.run)
     elif name == "model":
-        from draft_model import cli as model_cli
+        from quickcode.draft_model import cli as model_cli
 
         model_cli.register(sub)
     elif name in ("bench", "report"):
-        from benchmarks import cli as bench_cli
+        from quickcode.benchmarks import cli as bench_cli
 
         bench_cli.register(sub, only=name)
 
@@ -91,7 +92,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def _lsp(args: argparse.Namespace) -> int:
-    from lsp_client.cli import run
+    from quickcode.lsp_client.cli import run
 
     return run(args)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from backend.launch import RunningBackend, start_backend, stop_backend
-from protocol.stats import percentile
+from quickcode.backend.launch import RunningBackend, start_backend, stop_backend
+from quickcode.protocol.stats import percentile
 
 REPO = Path(__file__).resolve().parent.parent
 console = Console(stderr=True, width=130)
@@ -47,7 +47,7 @@ def heldout_file() -> Path:
     models/target/quickcode_train.json)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     try:
-        from backend.assets import models_dir
+        from quickcode.backend.assets import models_dir
 
         mods = json.loads((models_dir() / "target" / "quickcode_train.json").read_text())["heldout_modules"]
     except (OSError, KeyError, ValueError):
@@ -85,7 +85,7 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 async def session(url: str, path: Path, args: argparse.Namespace) -> dict:
-    from benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
+    from quickcode.benchmarks.editor_sim import SimEditor, TypingModel, lsp_command
 
     lines = path.read_text().splitlines(keepends=True)
     start = "".join(lines[: args.prefill_lines])

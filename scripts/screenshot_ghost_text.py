@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from backend.launch import backend_at, free_port, start_backend  # noqa: E402
-from benchmarks import vscode_driver  # noqa: E402
+from quickcode.backend.launch import backend_at, free_port, start_backend  # noqa: E402
+from quickcode.benchmarks import vscode_driver  # noqa: E402
 
 DRIVER = vscode_driver.E2E / "drive_code_server.mjs"
 MAX_PNG_BYTES = 300_000        # what the README's test allows

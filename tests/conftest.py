@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.launch import RunningBackend, start_backend, stop_backend
+from quickcode.backend.launch import RunningBackend, start_backend, stop_backend
 from tests.support import xdist_groups
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def vllm_server():
 
     QUICKCODE_TEST_VLLM_PORT=<port> reuses one you already run with `start_vllm_server`'s flags (development
     only; its one model is found by name)."""
-    from backend.launch import VllmServer, start_vllm_server
+    from quickcode.backend.launch import VllmServer, start_vllm_server
 
     port = os.environ.get("QUICKCODE_TEST_VLLM_PORT")
     if port:
@@ -93,7 +93,7 @@ def fake_settings(**overrides):
     test's stop need not wait for requests it left running). No token healing past the space: its mask is
     the real engine's (tests/backend/test_logits_engine.py), a fake's script only imitates it; the service's side of
     it is tested on its own (test_backend_service.py). The same for every FakeEngine's settings."""
-    from backend.settings import Settings
+    from quickcode.backend.settings import Settings
 
     return Settings(**{"spec_method": "off", "heal_token": False, "shutdown_drain_s": 0.0, "replica_id": "fake",
                        **overrides})
@@ -103,8 +103,8 @@ def fake_settings(**overrides):
 def fake_server(script=None, **overrides):
     """`with fake_server(script, **settings) as b:` an `InProcessBackend` over a `FakeEngine` writing `script`
     (default: a fixed few tokens), for a module's shared backend."""
-    from backend.fake_engine import FakeEngine
-    from backend.launch import InProcessBackend
+    from quickcode.backend.fake_engine import FakeEngine
+    from quickcode.backend.launch import InProcessBackend
 
     s = fake_settings(**overrides)
     with InProcessBackend(s, FakeEngine(s, script=script)) as b:
@@ -124,8 +124,8 @@ def fake():
 def fake_backend():
     """`fake_backend(engine=None, *, wait_ready=True, **settings)` → a started `InProcessBackend` over a
     `FakeEngine` (the given one, or a default one on these settings); all are stopped after the test."""
-    from backend.fake_engine import FakeEngine
-    from backend.launch import InProcessBackend
+    from quickcode.backend.fake_engine import FakeEngine
+    from quickcode.backend.launch import InProcessBackend
 
     started = []
 

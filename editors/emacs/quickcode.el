@@ -48,7 +48,7 @@ ws://127.0.0.1:8765/v1/ws."
   :type '(choice (const nil) string))
 
 (defcustom quickcode-settings '(:enabled t :debounceMs 50 :maxTokens 64)
-  "Other server settings (lsp_client/config.py, camelCase), as a plist.
+  "Other server settings (quickcode/lsp_client/config.py, camelCase), as a plist.
 E.g. (:enabled t :languages (:python t :markdown :json-false) :maxTokens 64)."
   :type 'plist)
 

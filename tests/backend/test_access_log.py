@@ -1,4 +1,4 @@
-"""The access line of a completion in both log formats (backend/logs.py): every field, and a client's request id
+"""The access line of a completion in both log formats (quickcode/backend/logs.py): every field, and a client's request id
 that holds a line end, quotes or spaces stays one quoted value of one line in text form, one JSON value in JSON
 form (the serving process's JSON logs: tests/backend/test_token_reload.py)."""
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import logging
 
-from backend import logs
-from protocol import Timing
+from quickcode.backend import logs
+from quickcode.protocol import Timing
 
 TIMING = Timing(queue_ms=0.25, tokenize_ms=0.1, ttft_ms=12.5, first_decode_ms=3.0, generate_ms=20.0, total_ms=40.0,
                 prompt_tokens=120, cached_tokens=96, output_tokens=7, tokens_per_s=300.0)

@@ -23,10 +23,10 @@ import openai
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidMessage, InvalidStatus
 
-from backend.auth import issue
-from backend.fake_engine import FakeEngine
-from backend.launch import InProcessBackend
-from backend.settings import Settings
+from quickcode.backend.auth import issue
+from quickcode.backend.fake_engine import FakeEngine
+from quickcode.backend.launch import InProcessBackend
+from quickcode.backend.settings import Settings
 from tests.conftest import REPO
 from tests.support.ws_helpers import assert_nothing_queued, complete, http_get, open_session, read_until_terminal, recv
 

@@ -308,7 +308,7 @@ async def test_done_carries_the_timing_breakdown(backend):
 def test_the_engine_computes_in_bf16_only_where_this_cpu_has_it_native(backend):
     """The default `dtype = "auto"`: vLLM would take bf16 on any x86 CPU, and where bf16 is emulated (an AVX2
     laptop) a cold 1,000-token prompt took 385 ms against 100 ms in fp32. /readyz says what the engine chose."""
-    from backend.cpu_features import cpu_flags, served_dtype
+    from quickcode.backend.cpu_features import cpu_flags, served_dtype
 
     with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=10) as r:
         ready = json.loads(r.read())
@@ -368,8 +368,8 @@ async def test_no_prompt_outgrows_the_context_the_model_was_trained_on(backend):
     """models/target learnt 1,024-token windows (its quickcode_train.json): the engine serves that context,
     the welcome tells the client the prompt budget, and a long prompt is cut to it — with room for a completion
     longer than the reserve, which the engine ends at the context's end (finish "length", no error)."""
-    from backend.model_info import model_info
-    from backend.settings import Settings
+    from quickcode.backend.model_info import model_info
+    from quickcode.backend.settings import Settings
 
     trained = model_info(Settings().model).trained_context_tokens
     assert trained == 1024
@@ -389,8 +389,8 @@ async def test_no_prompt_outgrows_the_context_the_model_was_trained_on(backend):
 
 async def test_best_of_sends_one_line_chosen_among_the_greedy_and_sampled_ones(backend):
     """`best_of` on vLLM: the greedy line and 4 samples (one engine request of n = 4), a prompt-logprob score
-    for each distinct line (backend/rerank.py). One chunk, one line; every one of those engine requests ran
-    to its end by itself (vLLM counted them), and nothing is left running."""
+    for each distinct line (quickcode/backend/rerank.py). One chunk, one line; every one of those engine
+    requests ran to its end by itself (vLLM counted them), and nothing is left running."""
     c = await Client.open(backend.ws_url)
     body = code(1200, 5000)
     cut = body.rfind("\n", 0, 900) + 1

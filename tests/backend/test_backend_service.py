@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from backend.fake_engine import FakeEngine, ManualClock
-from backend.settings import Settings
+from quickcode.backend.fake_engine import FakeEngine, ManualClock
+from quickcode.backend.settings import Settings
 from tests.conftest import fake_server
 from tests.support.waits import until
 from tests.support.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
@@ -286,9 +286,9 @@ def test_a_healed_piece_is_asked_of_the_engine_written_again_and_taken_off_the_s
 
 
 def test_a_crlf_document_is_prompted_in_lf(fake_backend):
-    """The model never saw a `\\r` in training (draft_model/corpus.py normalises): the prompt of a CRLF
-    document has LF line breaks only, snippets included; the completion stays LF (editors insert it in the
-    document's line ending)."""
+    """The model never saw a `\\r` in training (quickcode/draft_model/corpus.py normalises): the prompt of a
+    CRLF document has LF line breaks only, snippets included; the completion stays LF (editors insert it in
+    the document's line ending)."""
     words = lambda prompt: iter(["    a", " =", " 1", "\n", "    b", " =", " 2", "\n"])  # noqa: E731
     engine = FakeEngine(Settings(spec_method="off", heal_token=False, fim_policy="always"), script=words)
     b = fake_backend(engine, fim_policy="always")

@@ -1,4 +1,4 @@
-"""`best_of` (backend/rerank.py through the service): the greedy line and sampled ones, each scored in the code
+"""`best_of` (quickcode/backend/rerank.py through the service): the greedy line and sampled ones, each scored in the code
 around it, the best sent whole — over real WebSockets and HTTP to a real uvicorn server on the `FakeEngine`
 (its samples tell themselves apart by `sample_marker`; its `scorer` stands for the model's likelihood). What
 vLLM returns for samples and prompt logprobs is tested on the real engine in test_backend_engine.py."""
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from backend.fake_engine import FakeEngine, ManualClock, sample_marker
+from quickcode.backend.fake_engine import FakeEngine, ManualClock, sample_marker
 from tests.conftest import fake_settings
 from tests.support.waits import until
 from tests.support.ws_helpers import complete, open_session, recv

@@ -21,7 +21,7 @@ import concurrent.futures
 import openai
 import pytest
 
-from backend.launch import RunningBackend, start_backend, stop_backend
+from quickcode.backend.launch import RunningBackend, start_backend, stop_backend
 from tests.support import vocab
 from tests.conftest import ARTIFACTS
 from tests.support.ws_helpers import complete, open_session
@@ -117,7 +117,7 @@ def test_the_preset_is_detected_and_serves_through_ws_and_openai(family):
     assert out.usage.prompt_tokens == len(ids)                   # the preset's layout over the real vocabulary
     want = transformers_greedy(model_dir, ids, N)
     tok = tokenizer()
-    from backend.fim import FimTemplate
+    from quickcode.backend.fim import FimTemplate
     stops = set(FimTemplate.load(model_dir, tok).stop_ids)
     first = next((i for i, t in enumerate(want) if t in stops), len(want))
     assert text == tok.decode(want[:first]), (text, want)

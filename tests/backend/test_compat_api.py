@@ -1,4 +1,5 @@
-"""The compatible endpoints (backend/compat_api.py) with the clients and request shapes that use them.
+"""The compatible endpoints (quickcode/backend/compat_api.py) with the clients and request shapes that use
+them.
 
 Official clients: `openai` (`/v1/models`, `/v1/completions`) and `ollama` (`/api/generate`, `/api/tags`).
 Exact request shapes copied from the plugins' source:
@@ -19,12 +20,12 @@ import openai
 import pytest
 from tokenizers import Tokenizer
 
-from backend.auth import hash_token
-from backend.checks import check_complete
-from backend.fake_engine import FakeEngine
-from backend.launch import InProcessBackend
-from backend.settings import Settings
-from protocol import Complete, ErrorCode, ProtocolError, Snippet
+from quickcode.backend.auth import hash_token
+from quickcode.backend.checks import check_complete
+from quickcode.backend.fake_engine import FakeEngine
+from quickcode.backend.launch import InProcessBackend
+from quickcode.backend.settings import Settings
+from quickcode.protocol import Complete, ErrorCode, ProtocolError, Snippet
 from tests.conftest import prompt_words
 from tests.support.ws_helpers import complete, http_get, open_session
 
@@ -88,8 +89,9 @@ def test_a_prompt_with_more_than_the_template_goes_to_the_model_as_its_tokens(fa
 
 def test_a_file_that_spells_the_markers_is_text_when_the_request_gives_a_suffix(fake):
     """A prompt + suffix request is the text around the cursor, whatever it spells: a file that writes the
-    model's FIM tokens (backend/fim_templates.py does) longer than the prompt budget is cut and completed as
-    the WebSocket would, the markers in it text — not refused as a prompt the client templated itself."""
+    model's FIM tokens (quickcode/backend/fim_templates.py does) longer than the prompt budget is cut and
+    completed as the WebSocket would, the markers in it text — not refused as a prompt the client templated
+    itself."""
     tok = fake.engine.tokenizer
     markers = [tok.token_to_id(n) for n in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>")]
     prefix = "".join(f"# <fim_prefix>{i}<fim_suffix>x<fim_middle>\n" for i in range(1000)) + PREFIX
@@ -245,7 +247,8 @@ def test_auth_applies_to_every_compat_endpoint(fake_backend):
     with httpx.Client(timeout=30) as http:
         assert http.get(f"{b.http_url}/v1/models").status_code == 401
         assert http.get(f"{b.http_url}/api/tags").status_code == 401
-        # refused by the HTTP gate before any route (backend/http_gate.py), in each API's error shape
+        # refused by the HTTP gate before any route (quickcode/backend/http_gate.py), in each API's error
+        # shape
         r = http.post(f"{b.http_url}/infill", json={"input_prefix": "x", "n_predict": 1})
         assert r.status_code == 401 and r.json()["error"]["code"] == 401
         r = http.post(f"{b.http_url}/api/generate", json={"prompt": "x"})

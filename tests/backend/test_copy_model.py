@@ -1,5 +1,5 @@
-"""The copy model (backend/copy_model.py, pure logic; served by backend/vllm_copy.py): the longest earlier
-n-gram decides, the mixture is the stated distribution, and bad settings are refused."""
+"""The copy model (quickcode/backend/copy_model.py, pure logic; served by backend/vllm_copy.py): the longest
+earlier n-gram decides, the mixture is the stated distribution, and bad settings are refused."""
 from __future__ import annotations
 
 import random
@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from backend.copy_model import copy_distribution, mix_logits, parse_lambdas
+from quickcode.backend.copy_model import copy_distribution, mix_logits, parse_lambdas
 
 
 def test_the_longest_earlier_ngram_decides():

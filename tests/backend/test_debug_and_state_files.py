@@ -1,6 +1,6 @@
 """/debug/*: off unless enabled, the admin token only, typed values; client state files created 0600.
 
-Here with backend/: the /debug/ endpoints are the subject; the client's state files ride along."""
+Here with quickcode/backend/: the /debug/ endpoints are the subject; the client's state files ride along."""
 from __future__ import annotations
 
 import os
@@ -9,10 +9,10 @@ import stat
 import pytest
 from fastapi.testclient import TestClient
 
-from backend.app import create_app
-from backend.auth import hash_token
-from backend.service import CompletionService
-from backend.settings import Settings
+from quickcode.backend.app import create_app
+from quickcode.backend.auth import hash_token
+from quickcode.backend.service import CompletionService
+from quickcode.backend.settings import Settings
 
 ADMIN, USER = "qc_admin-token", "qc_user-token"
 
@@ -66,8 +66,8 @@ def test_debug_takes_only_the_admin_token_and_typed_values():
 
 
 def test_client_state_files_are_created_private(tmp_path, monkeypatch):
-    from lsp_client.debounce import AdaptiveDebounce
-    from lsp_client.predictor import AcceptancePredictor
+    from quickcode.lsp_client.debounce import AdaptiveDebounce
+    from quickcode.lsp_client.predictor import AcceptancePredictor
 
     created = []
     real_open = os.open

@@ -2,7 +2,7 @@
 adapter, INT8, built by scripts/setup.sh) says what it serves, and a real LSP client gets a whole line of ghost
 text from it where the code around the cursor decides the line.
 
-Here with backend/: the subject is the profile `quickcode serve` picks; the LSP client drives it."""
+Here with quickcode/backend/: the subject is the profile `quickcode serve` picks; the LSP client drives it."""
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +15,7 @@ import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from backend.launch import start_backend, stop_backend
+from quickcode.backend.launch import start_backend, stop_backend
 from tests.conftest import ARTIFACTS
 from tests.lsp_client.test_lsp_e2e import URI, capabilities, open_doc, quiet_status, wait_connected
 

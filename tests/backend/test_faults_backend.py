@@ -5,9 +5,9 @@
     and the engine's processes do not outlive it (real vLLM);
   * SIGTERM with a request running → the drain: it ends with a `done`, new requests get `shutting_down`,
     new connections and then every session are closed with 1001, the process exits within the deadline. The
-    drain is our server's (backend/serve.py, session.py): it runs over the fake engine in a process of its own
-    (tests/support/fake_serve.py, streams held after their first token, so they run whenever the test looks); that a
-    real vLLM backend exits cleanly (0) on SIGTERM is checked where one is stopped anyway
+    drain is our server's (quickcode/backend/serve.py, session.py): it runs over the fake engine in a process
+    of its own (tests/support/fake_serve.py, streams held after their first token, so they run whenever the
+    test looks); that a real vLLM backend exits cleanly (0) on SIGTERM is checked where one is stopped anyway
     (tests/backend/test_cache_isolation.py);
   * kill -9 of the backend mid-stream → the raw WebSocket client sees the connection drop at once, and
     vLLM's processes notice their parent died and exit (real vLLM).
@@ -30,7 +30,7 @@ import psutil
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from backend.launch import RunningBackend, free_port, start_backend, stop_backend
+from quickcode.backend.launch import RunningBackend, free_port, start_backend, stop_backend
 from tests.support import fake_serve
 from tests.conftest import ARTIFACTS
 from tests.support.waits import until

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from backend import fim, fim_templates
+from quickcode.backend import fim, fim_templates
 from tests.support import vocab
 from tests.conftest import REPO
 
@@ -165,9 +165,9 @@ def test_deepseeks_fim_tokens_are_understood_though_its_tokenizer_marks_them_not
 
 @pytest.mark.parametrize("load", [vocab.deepseek_tokenizer, vocab.qwen25_tokenizer])
 def test_a_file_that_spells_the_markers_cannot_rewrite_its_prompt(load):
-    """The served tokenizer (`reads_markers_as_text`, as backend/engine.py loads it) reads a marker written in
-    the user's text as text, also where the prompt is encoded by the tokenizer itself (DeepSeek: no fast
-    path, and its FIM tokens not flagged special): the prompt holds the template's markers once each."""
+    """The served tokenizer (`reads_markers_as_text`, as quickcode/backend/engine.py loads it) reads a marker
+    written in the user's text as text, also where the prompt is encoded by the tokenizer itself (DeepSeek: no
+    fast path, and its FIM tokens not flagged special): the prompt holds the template's markers once each."""
     tok = fim_templates.reads_markers_as_text(load())
     t = fim_templates.FimTemplate.load(REPO / "no-such-model-folder", tok)
     marks = [t.prefix_id, t.suffix_id, t.middle_id]

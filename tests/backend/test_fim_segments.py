@@ -1,4 +1,5 @@
-"""backend/segments.py's segment-cached tokenization gives exactly the ids of tokenizing the whole text."""
+"""quickcode/backend/segments.py's segment-cached tokenization gives exactly the ids of tokenizing the whole
+text."""
 from __future__ import annotations
 
 import json
@@ -10,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from tokenizers import Tokenizer
 
-from backend import fim, fim_templates, segments
+from quickcode.backend import fim, fim_templates, segments
 
 REPO = Path(__file__).resolve().parents[2]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -86,7 +87,7 @@ def test_mid_line_policy_infills_only_when_text_follows_the_cursor_on_its_line(t
 
 
 def test_a_model_without_fim_tokens_is_prompted_with_the_plain_prefix_whatever_the_policy(tok):
-    """quickcode_fim.json `prefix_only` (a model imported from a registry wheel, draft_model/registry_model.py):
+    """quickcode_fim.json `prefix_only` (a model imported from a registry wheel, quickcode/draft_model/registry_model.py):
     its FIM tokens are placeholders it never saw in that role, so no prompt carries them, mid-line included."""
     spec = json.loads((REPO / "models" / "target" / "quickcode_fim.json").read_text())
     template = fim_templates.FimTemplate.from_names({**spec, "prefix_only": True}, tok)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from backend import first_token
-from backend.auth import hash_token
-from backend.launch import free_port
-from backend.settings import Settings
+from quickcode.backend import first_token
+from quickcode.backend.auth import hash_token
+from quickcode.backend.launch import free_port
+from quickcode.backend.settings import Settings
 from tests.support import fake_serve
 from tests.support.ws_helpers import complete, http_get, open_session
 

@@ -23,8 +23,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from protocol import Complete, ErrorCode, Hello, ProtocolError, decode
-from protocol.languages import KNOWN_LANGUAGE_IDS
+from quickcode.protocol import Complete, ErrorCode, Hello, ProtocolError, decode
+from quickcode.protocol.languages import KNOWN_LANGUAGE_IDS
 from tests.conftest import fake_server
 from tests.support.ws_helpers import complete, http_get, open_session, recv
 

@@ -5,7 +5,7 @@ import asyncio
 
 import orjson
 
-from backend.http_gate import HttpGate
+from quickcode.backend.http_gate import HttpGate
 
 LIMIT = 1000
 

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 
-from backend.launch import free_port
+from quickcode.backend.launch import free_port
 from tests.conftest import REPO
 from tests.support.waits import until
 from tests.support.ws_helpers import complete, http_get, open_session

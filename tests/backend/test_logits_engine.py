@@ -1,4 +1,4 @@
-"""Our vLLM logits processor on the real engine (backend/vllm_logits.py): the copy model (`copy_lambdas`) mixes
+"""Our vLLM logits processor on the real engine (quickcode/backend/vllm_logits.py): the copy model (`copy_lambdas`) mixes
 the prompt's own tokens into the greedy choice, and token healing (`heal_token`) keeps the model to tokens that
 agree with the text given back. One backend with both: the copy model only on 4-token matches.
 
@@ -40,9 +40,9 @@ def alone():
     """Greedy continuation by the model alone: (prompt ids → generated ids), and the tokenizer."""
     import torch
 
-    from benchmarks.copy_mix import first_line
-    from draft_model import evaluate as ev
-    from draft_model import tokenizer as tokmod
+    from quickcode.benchmarks.copy_mix import first_line
+    from quickcode.draft_model import evaluate as ev
+    from quickcode.draft_model import tokenizer as tokmod
 
     tok, model, names = tokmod.load(MODEL), ev.load(MODEL), ev.template_names(MODEL)
     special = frozenset(tok.token_to_id(names[k]) for k in ("prefix_token", "suffix_token", "middle_token", "eot_token"))
@@ -52,9 +52,9 @@ def alone():
 
 
 def served_prompts(prefixes: list[str], tok=None, healed: bool = True) -> list[list[int]]:
-    from backend.fim import build_prompt
-    from backend.fim_templates import FimTemplate
-    from draft_model import tokenizer as tokmod
+    from quickcode.backend.fim import build_prompt
+    from quickcode.backend.fim_templates import FimTemplate
+    from quickcode.draft_model import tokenizer as tokmod
 
     tok = tok or tokmod.load(MODEL)
     template = FimTemplate.load(Path(MODEL), tok)
@@ -64,8 +64,8 @@ def served_prompts(prefixes: list[str], tok=None, healed: bool = True) -> list[l
 
 def given_back(prefix: str, tok) -> tuple[str, str]:
     """`heal` as the service calls it (with the vocabulary)."""
-    from backend.fim import heal
-    from backend.heal_mask import token_texts
+    from quickcode.backend.fim import heal
+    from quickcode.backend.heal_mask import token_texts
     return heal(prefix, True, tok, token_texts(tok))
 
 
@@ -94,7 +94,7 @@ def test_the_engine_copies_the_earlier_line(logits_backend, alone):
 
     # the model alone does not write most of these lines: the engine's did copy
     generate, tok = alone
-    from draft_model.evaluate import unheal
+    from quickcode.draft_model.evaluate import unheal
     prompts = served_prompts([p for p, _ in cases], tok)
     own = [unheal(p, tok.decode(generate(ids), skip_special_tokens=True)).split("\n")[0]
            for ids, (p, _) in zip(prompts, cases)]

@@ -13,12 +13,12 @@ from fastapi.testclient import TestClient
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend import metrics
-from backend.app import create_app
-from backend.auth import hash_token
-from backend.engine import EngineStats
-from backend.launch import free_port
-from backend.settings import Settings
+from quickcode.backend import metrics
+from quickcode.backend.app import create_app
+from quickcode.backend.auth import hash_token
+from quickcode.backend.engine import EngineStats
+from quickcode.backend.launch import free_port
+from quickcode.backend.settings import Settings
 
 
 def _families(text: str) -> dict[str, str]:

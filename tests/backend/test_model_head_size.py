@@ -1,6 +1,7 @@
 """A model folder whose attention head size vLLM's CPU attention has no kernel for (head_dim 16) is refused
-before the engine starts, with the reason (backend/model_info.py check_head_size, called by
-backend/vllm_engine.py when the engine starts); before, the engine processes died with no word of why."""
+before the engine starts, with the reason (quickcode/backend/model_info.py check_head_size, called by
+quickcode/backend/vllm_engine.py when the engine starts); before, the engine processes died with no word of
+why."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.model_info import check_head_size
+from quickcode.backend.model_info import check_head_size
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_HEAD_SIZES = [32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512]   # vLLM 0.32 CPUAttentionBackend
@@ -43,8 +44,8 @@ def test_supported_and_unstated_head_sizes_pass(tmp_path):
 def test_the_engine_refuses_it_before_vllm_starts(tmp_path):
     """The real start path with vLLM's own list of CPU head sizes: start() raises, says why, starts
     nothing."""
-    from backend.settings import Settings
-    from backend.vllm_engine import VllmEngine
+    from quickcode.backend.settings import Settings
+    from quickcode.backend.vllm_engine import VllmEngine
 
     target = tmp_path / "target"
     shutil.copytree(REPO / "models" / "target", target)

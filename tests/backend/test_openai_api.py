@@ -18,8 +18,8 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.fake_engine import FakeEngine, ManualClock
-from backend.settings import Settings
+from quickcode.backend.fake_engine import FakeEngine, ManualClock
+from quickcode.backend.settings import Settings
 from tests.conftest import prompt_words
 from tests.support.ws_helpers import complete, http_get, open_session
 

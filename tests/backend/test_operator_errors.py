@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from backend.cli import settings_from_args
+from quickcode.backend.cli import settings_from_args
 
 
 @pytest.fixture(autouse=True)
@@ -56,8 +56,8 @@ def test_good_settings_still_come_through():
 
 
 def test_a_model_folder_that_holds_no_model_names_the_setting_and_the_folder(tmp_path):
-    from backend.engine import load_tokenizer
-    from backend.settings import Settings
+    from quickcode.backend.engine import load_tokenizer
+    from quickcode.backend.settings import Settings
 
     missing = tmp_path / "nope"
     with pytest.raises(FileNotFoundError, match=f"the model folder {missing} \\(setting model\\) has no "
@@ -69,8 +69,8 @@ def test_a_model_folder_that_holds_no_model_names_the_setting_and_the_folder(tmp
 
 
 def test_a_tls_or_token_file_that_is_not_there_is_named_before_anything_starts(tmp_path):
-    from backend.serve import check_files
-    from backend.settings import Settings
+    from quickcode.backend.serve import check_files
+    from quickcode.backend.settings import Settings
 
     cert = tmp_path / "cert.pem"
     for setting in ({"ssl_certfile": cert, "ssl_keyfile": tmp_path / "key.pem"},

@@ -1,7 +1,7 @@
-"""The orphan guard's view of the backend's processes (backend/orphan_guard.py), on real processes: a backend
-that dies while the guard scans leaves the guard the view it took while the backend lived, and the guard kills
-those processes (a kill -9 test once saw the engine outlive its backend: the scan after the death saw no
-children — they had been reparented — and replaced the view with nothing)."""
+"""The orphan guard's view of the backend's processes (quickcode/backend/orphan_guard.py), on real processes:
+a backend that dies while the guard scans leaves the guard the view it took while the backend lived, and the
+guard kills those processes (a kill -9 test once saw the engine outlive its backend: the scan after the death
+saw no children — they had been reparented — and replaced the view with nothing)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +11,7 @@ import sys
 
 import psutil
 
-from backend import orphan_guard
+from quickcode.backend import orphan_guard
 from tests.support.waits import until
 
 CHILDREN = ("import subprocess, sys, time; "

@@ -1,7 +1,7 @@
 """Which embedded profile a bare `quickcode serve` serves, and why: a pure choice over the CPU's flags."""
 import pytest
 
-from backend.profiles import choose_profile, profile_settings
+from quickcode.backend.profiles import choose_profile, profile_settings
 
 
 def test_auto_serves_the_default_where_bf16_is_native_or_on_a_gpu_and_light_where_it_is_emulated():

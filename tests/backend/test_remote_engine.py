@@ -1,5 +1,5 @@
 """`engine = "openai"`: the backend in front of vLLM's own OpenAI-compatible server — a real one on the committed
-tiny target (tests/conftest.py `vllm_server`), reached through `backend.remote_engine.RemoteEngine`.
+tiny target (tests/conftest.py `vllm_server`), reached through `quickcode.backend.remote_engine.RemoteEngine`.
 
 Completions stream through our WebSocket protocol with the text the server writes for our token ids; a superseded
 request is aborted on the server (its own /metrics: only the newer request finished, and the older one generated
@@ -17,11 +17,11 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from backend.fim import complete_prompt
-from backend.launch import InProcessBackend
-from backend.remote_engine import RemoteEngine
-from backend.settings import Settings
-from protocol import Complete
+from quickcode.backend.fim import complete_prompt
+from quickcode.backend.launch import InProcessBackend
+from quickcode.backend.remote_engine import RemoteEngine
+from quickcode.backend.settings import Settings
+from quickcode.protocol import Complete
 from tests.support import vocab
 from tests.conftest import REPO
 from tests.support.ws_helpers import complete, http_get, open_session, read_until_terminal, recv

@@ -1,4 +1,4 @@
-"""`engine = "openai"` in the settings and in what each request carries (backend/remote_engine.py `_args`): a URL
+"""`engine = "openai"` in the settings and in what each request carries (quickcode/backend/remote_engine.py `_args`): a URL
 is required, our logits processors give way (refused when set), speculation is the server's, and the tenant's salt
 travels with a routing key derived from it. The requests themselves run against a real vLLM server:
 tests/backend/test_remote_engine.py."""
@@ -9,12 +9,12 @@ from pydantic import ValidationError
 
 from tokenizers import Tokenizer
 
-from backend.app import build_engine
-from backend.engine import load_tokenizer
-from backend.fim import complete_prompt
-from backend.remote_engine import RemoteEngine, route_key
-from backend.settings import MODELS, Settings
-from protocol import Complete
+from quickcode.backend.app import build_engine
+from quickcode.backend.engine import load_tokenizer
+from quickcode.backend.fim import complete_prompt
+from quickcode.backend.remote_engine import RemoteEngine, route_key
+from quickcode.backend.settings import MODELS, Settings
+from quickcode.protocol import Complete
 
 URL = "http://vllm.internal:8000/v1"
 

@@ -1,10 +1,10 @@
-"""Best of several lines (backend/rerank.py): which line a completion is, the window it is scored in, the pick."""
+"""Best of several lines (quickcode/backend/rerank.py): which line a completion is, the window it is scored in, the pick."""
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
-from backend import rerank
+from quickcode.backend import rerank
 
 TOK = Tokenizer.from_file(str(Path(__file__).resolve().parents[2] / "models" / "target" / "tokenizer.json"))
 
@@ -52,8 +52,8 @@ def test_the_best_line_wins_and_a_tie_goes_to_the_earlier_greedy_one():
 
 
 def test_a_best_of_request_costs_the_scheduler_a_window_and_a_line_per_candidate():
-    from backend import best_of
-    from protocol import Complete
+    from quickcode.backend import best_of
+    from quickcode.protocol import Complete
 
     plain = Complete(id="a", prefix="x", max_tokens=32)
     five = Complete(id="b", prefix="x", max_tokens=32, best_of=5)
@@ -68,6 +68,6 @@ def test_a_best_of_request_costs_the_scheduler_a_window_and_a_line_per_candidate
     ("x = f(a)\n", ["(", ")"], "x = f"),
 ])
 def test_the_clients_stop_strings_cut_a_candidate_before_the_first_of_them(text, stop, cut):
-    from backend.best_of import cut_at
+    from quickcode.backend.best_of import cut_at
 
     assert cut_at(text, stop) == cut

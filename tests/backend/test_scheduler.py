@@ -1,4 +1,4 @@
-"""Unit tests of backend/scheduler.py with virtual time: supersede, caps, shedding, prefetch, fairness, fifo."""
+"""Unit tests of quickcode/backend/scheduler.py with virtual time: supersede, caps, shedding, prefetch, fairness, fifo."""
 from __future__ import annotations
 
 import heapq
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
+from quickcode.backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
 
 
 def sched(**cfg) -> Scheduler:

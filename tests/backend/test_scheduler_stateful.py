@@ -1,4 +1,5 @@
-"""backend/scheduler.py's invariants over random interleavings (hypothesis stateful testing, virtual time).
+"""quickcode/backend/scheduler.py's invariants over random interleavings (hypothesis stateful testing, virtual
+time).
 
 A caller model drives the real Scheduler through submits (several users, each with two sessions; normal and
 prefetch; a user with live requests supersedes, one without does not), cancels (of live, ended and unknown ids),
@@ -29,8 +30,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from backend.scheduler import (PASS_THROUGH, PREFETCH_BAND, End, Job, RateModel, Reason, Scheduler, SchedulerConfig,
-                               Start)
+from quickcode.backend.scheduler import (PASS_THROUGH, PREFETCH_BAND, End, Job, RateModel, Reason, Scheduler, SchedulerConfig,
+                                         Start)
 
 USERS = ("u0", "u1", "u2", "u3", "u4", "u5")
 SESSIONS = tuple(f"{u}/s{i}" for u in USERS for i in (0, 1))

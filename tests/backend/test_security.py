@@ -29,7 +29,7 @@ from websockets.protocol import State
 from websockets.sync.client import connect
 from websockets.uri import parse_uri
 
-from protocol.languages import KNOWN_LANGUAGE_IDS
+from quickcode.protocol.languages import KNOWN_LANGUAGE_IDS
 from tests.conftest import REPO, fake_server
 from tests.support.waits import until
 from tests.support.ws_helpers import complete, open_session, recv
@@ -286,7 +286,7 @@ def test_an_open_server_refuses_a_non_loopback_bind(tmp_path):
 @pytest.mark.engine
 @pytest.mark.slow
 def test_allow_open_starts_and_says_so_loudly(tmp_path):
-    from backend.launch import free_port
+    from quickcode.backend.launch import free_port
 
     port = free_port()
     log = open(tmp_path / "serve.log", "w")
@@ -314,8 +314,8 @@ def test_allow_open_starts_and_says_so_loudly(tmp_path):
 
 
 def test_the_gpu_profile_listens_on_the_network_with_tokens_and_tls(monkeypatch):
-    from backend.settings import Settings
-    from backend.tenancy import check_bind, is_loopback
+    from quickcode.backend.settings import Settings
+    from quickcode.backend.tenancy import check_bind, is_loopback
 
     monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "gpu-13b-int8.toml"))
     s = Settings()
@@ -398,7 +398,7 @@ def test_a_client_that_stops_reading_is_cut_off_with_memory_bounded(fake_backend
     does not buffer without end. Proven by state and frames, not by time: the server marks the session closed
     while the flood goes on, and once the client reads again it finds the close 4429 behind the answers it
     left unread; then the session is gone."""
-    from backend.session import CLOSE_SLOW_CONSUMER, MAX_OUTBOX
+    from quickcode.backend.session import CLOSE_SLOW_CONSUMER, MAX_OUTBOX
 
     b = fake_backend()
     frame = json.dumps({"kind": "k" * 100, "id": "i" * 120})      # each answered by a ~200-byte error frame

@@ -25,9 +25,9 @@ import time
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from backend.fake_engine import FakeEngine, ManualClock
-from backend.service import CompletionService
-from protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, Priority, ProtocolError
+from quickcode.backend.fake_engine import FakeEngine, ManualClock
+from quickcode.backend.service import CompletionService
+from quickcode.protocol import Chunk, Complete, Done, Error, ErrorCode, FinishReason, Priority, ProtocolError
 from tests.conftest import fake_settings
 
 USERS = ("u0", "u1", "u2")

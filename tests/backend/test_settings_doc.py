@@ -1,5 +1,5 @@
 """The settings reference is the settings model (issue 48, item 5): `quickcode serve --help` names every field of
-`backend/settings.py`'s `Settings` with its default, type and unit, docs/settings.md is generated from the same
+`quickcode/backend/settings.py`'s `Settings` with its default, type and unit, docs/settings.md is generated from the same
 model and fails here when the two drift, and each field carries a one-line description without measurements."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import Literal
 
 import pytest
 
-from backend import settings_doc
-from backend.settings import Settings
+from quickcode.backend import settings_doc
+from quickcode.backend.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "settings.md"

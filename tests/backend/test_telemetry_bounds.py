@@ -1,10 +1,10 @@
 """Telemetry into metrics: a fixed language set, clamped counts, a per-user rate limit (virtual clock)."""
 from __future__ import annotations
 
-from backend import metrics
-from backend.telemetry import MAX_COMPLETION_CHARS, TelemetryRecorder
-from protocol import Telemetry, TelemetryEvent
-from protocol.languages import KNOWN_LANGUAGE_IDS, language_label
+from quickcode.backend import metrics
+from quickcode.backend.telemetry import MAX_COMPLETION_CHARS, TelemetryRecorder
+from quickcode.protocol import Telemetry, TelemetryEvent
+from quickcode.protocol.languages import KNOWN_LANGUAGE_IDS, language_label
 
 
 def test_language_labels_come_from_a_fixed_set():

@@ -6,8 +6,8 @@ import stat
 
 import pytest
 
-from backend.auth import TokenStore, hash_token, issue, revoke
-from backend.tenancy import BindRefused, Tenancy, check_bind, is_loopback, resolve_isolation
+from quickcode.backend.auth import TokenStore, hash_token, issue, revoke
+from quickcode.backend.tenancy import BindRefused, Tenancy, check_bind, is_loopback, resolve_isolation
 
 
 @pytest.mark.parametrize("host, loop", [("127.0.0.1", True), ("127.8.0.3", True), ("::1", True), ("[::1]", True),

@@ -1,14 +1,15 @@
-"""Token healing beyond the space (backend/fim.py `heal` with the tokenizer; backend/heal_mask.py, the mask
-the engine applies): what is given back, which tokens may write it again, and the mask itself."""
+"""Token healing beyond the space (quickcode/backend/fim.py `heal` with the tokenizer;
+quickcode/backend/heal_mask.py, the mask the engine applies): what is given back, which tokens may write it
+again, and the mask itself."""
 from __future__ import annotations
 
 import pytest
 import torch
 from tokenizers import Tokenizer
 
-from backend.assets import models_dir
-from backend.fim import Healed, heal
-from backend.heal_mask import HealState, mask_logits, token_texts
+from quickcode.backend.assets import models_dir
+from quickcode.backend.fim import Healed, heal
+from quickcode.backend.heal_mask import HealState, mask_logits, token_texts
 
 
 @pytest.fixture(scope="module")

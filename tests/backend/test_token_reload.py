@@ -17,8 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.exceptions import ConnectionClosed
 
-from backend.auth import hash_token, issue, revoke
-from backend.launch import free_port
+from quickcode.backend.auth import hash_token, issue, revoke
+from quickcode.backend.launch import free_port
 from tests.support import fake_serve
 from tests.conftest import ARTIFACTS
 from tests.support.waits import HANG_S, until

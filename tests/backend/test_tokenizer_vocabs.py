@@ -1,6 +1,6 @@
 """The prompt tokenizer's fast path against the reference tokenizer, on real vocabularies, with hypothesis.
 
-The fast path (backend/segments.py) cuts text into segments where the tokenizer's pre-tokenizer always starts a
+The fast path (quickcode/backend/segments.py) cuts text into segments where the tokenizer's pre-tokenizer always starts a
 new piece, caches each segment's ids and encodes unseen ones with tiktoken (FastBPE) where it can run the
 tokenizer's regex. Each vocabulary gets ≥ 2,000 random Unicode texts (code-like structure mixed in: newlines,
 CRLF, indentation, punctuation before newlines), and the fast path must give exactly `Tokenizer.encode`'s ids:
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from tokenizers import Tokenizer
 
-from backend import segments
+from quickcode.backend import segments
 from tests.support import vocab
 from tests.conftest import REPO
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from backend import metrics
-from backend.auth import (MAX_PROBLEMS_SHOWN, MAX_TOKENS_FILE_BYTES, Identity, TokensFileError, TokenStore,
-                          hash_token, issue, parse_entries, read_tokens_file)
-from backend.serve import check_files
-from backend.settings import Settings
+from quickcode.backend import metrics
+from quickcode.backend.auth import (MAX_PROBLEMS_SHOWN, MAX_TOKENS_FILE_BYTES, Identity, TokensFileError,
+                                    TokenStore, hash_token, issue, parse_entries, read_tokens_file)
+from quickcode.backend.serve import check_files
+from quickcode.backend.settings import Settings
 
 H1, H2 = hash_token("qc_one"), hash_token("qc_two")
 

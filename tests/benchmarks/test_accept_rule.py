@@ -1,8 +1,8 @@
 """What the simulated developer takes of a ghost text: whole, or its right words the way VS Code's
-accept-next-word (Ctrl+Right) steps through it (benchmarks/accept_rule.py)."""
+accept-next-word (Ctrl+Right) steps through it (quickcode/benchmarks/accept_rule.py)."""
 import pytest
 
-from benchmarks.accept_rule import accept_steps, accepted_len, next_word_len, word_stops
+from quickcode.benchmarks.accept_rule import accept_steps, accepted_len, next_word_len, word_stops
 
 
 def pieces(text: str) -> list[str]:

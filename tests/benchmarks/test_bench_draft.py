@@ -1,5 +1,5 @@
 """`quickcode bench draft`'s comparison against plain decoding: paired by prompt, intervals by resampling."""
-from benchmarks.draft import paired_vs_plain
+from quickcode.benchmarks.draft import paired_vs_plain
 
 
 def _reqs(ttft_ms, e2e_ms):

@@ -1,5 +1,5 @@
 """bench invoke's pure parts: where it asks, and what an answer is worth."""
-from benchmarks.invoke import intervals, places, score, summarize
+from quickcode.benchmarks.invoke import intervals, places, score, summarize
 
 TEXT = "".join(f"# header {k}\n" for k in range(30)) + (
     "def f(a, b):\n"

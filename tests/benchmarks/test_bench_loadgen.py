@@ -1,13 +1,15 @@
-"""The benchmarks' WebSocket client (benchmarks/loadgen.py) against the real server over the fake engine: it
-speaks the wire through protocol/'s codec, and what it records per request is what the server sent."""
+"""The benchmarks' WebSocket client (quickcode/benchmarks/loadgen.py) against the real server over the fake
+engine: it speaks the wire through quickcode/protocol/'s codec, and what it records per request is what the
+server
+sent."""
 from __future__ import annotations
 
 import asyncio
 
-from backend.fake_engine import FakeEngine
-from backend.launch import backend_at
-from backend.settings import Settings
-from benchmarks.loadgen import Session, histogram, histogram_quantile, scrape
+from quickcode.backend.fake_engine import FakeEngine
+from quickcode.backend.launch import backend_at
+from quickcode.backend.settings import Settings
+from quickcode.benchmarks.loadgen import Session, histogram, histogram_quantile, scrape
 
 
 def test_a_bench_session_records_chunks_done_timing_and_cancel(fake_backend):

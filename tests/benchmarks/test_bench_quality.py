@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from benchmarks.quality import TestsRunner, complete, exact_line, first_line, load_problems, single_line_tasks
+from quickcode.benchmarks.quality import (TestsRunner, complete, exact_line, first_line, load_problems,
+                                          single_line_tasks)
 
 pytestmark = [pytest.mark.engine]
 

@@ -1,8 +1,8 @@
-"""The benchmarks' one plotting helper (benchmarks/report.py): a headless figure, saved beside the report,
-shown in it, and closed."""
+"""The benchmarks' one plotting helper (quickcode/benchmarks/report.py): a headless figure, saved beside the
+report, shown in it, and closed."""
 from __future__ import annotations
 
-from benchmarks.report import Report, figure
+from quickcode.benchmarks.report import Report, figure
 
 
 def test_a_figure_is_saved_beside_the_report_shown_in_it_and_closed(tmp_path):

@@ -1,5 +1,5 @@
 """`quickcode bench sizes`' pure decisions: the steps an equal-compute budget buys, the size it ranks first."""
-from benchmarks.sizes import best_at_equal_compute, steps_for
+from quickcode.benchmarks.sizes import best_at_equal_compute, steps_for
 
 
 def test_an_equal_compute_budget_gives_a_larger_model_proportionally_fewer_steps():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tokenizers import Tokenizer
 
-from benchmarks.cold import prompts
+from quickcode.benchmarks.cold import prompts
 from tests.conftest import REPO
 
 

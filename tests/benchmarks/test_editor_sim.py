@@ -1,7 +1,7 @@
 """The simulated developer's Enter: the editor indents the new line (what VS Code, Neovim and JetBrains do)."""
 import asyncio
 
-from benchmarks.editor_sim import _indent_at
+from quickcode.benchmarks.editor_sim import _indent_at
 
 
 def test_enter_brings_the_next_lines_indentation_and_nothing_on_a_blank_line():
@@ -20,7 +20,7 @@ def test_a_segment_cut_off_in_the_indentation_is_indented_by_enter_not_typed_spa
 def test_the_developers_pauses_and_coins_depend_only_on_the_seed_and_the_place():
     """Two language servers typing the same segment meet the same pauses at the same places (whatever each
     showed or had accepted before): the typing benchmark compares them place by place."""
-    from benchmarks.editor_sim import SimEditor, TypingModel
+    from quickcode.benchmarks.editor_sim import SimEditor, TypingModel
 
     a, b = SimEditor(["true"], seed=7), SimEditor(["true"], seed=7)
     b.rng_at(3).random()                                   # history does not move the stream of a place
@@ -32,7 +32,7 @@ def test_the_developers_pauses_and_coins_depend_only_on_the_seed_and_the_place()
 def test_a_sessions_counts_are_read_off_its_position_logs():
     """Requests, shows and acceptances are counted from the logs the benchmark attributes by place: the two
     can never disagree."""
-    from benchmarks.editor_sim import SessionResult
+    from quickcode.benchmarks.editor_sim import SessionResult
 
     res = SessionResult(asks=[{"at": 0}, {"at": 1}, {"at": 1}], shows=[{"at": 1, "text": "ab"}],
                         accepts=[{"at": 1, "text": "ab"}, {"at": 5, "text": "c\n"}])
@@ -45,7 +45,7 @@ def test_a_partial_accept_is_reported_as_editors_report_it_the_item_and_the_leng
     the suggestion) and acceptedLength: what our VS Code extension and Neovim plugin send."""
     from lsprotocol import types as T
 
-    from benchmarks.editor_sim import SimEditor
+    from quickcode.benchmarks.editor_sim import SimEditor
 
     ed = SimEditor(["true"])
     sent = []
@@ -84,7 +84,7 @@ def _scripted_editor(suggest, style: str = "vscode"):
     what the editor sends: (kind, what) for accept commands and partial-accept reports."""
     from lsprotocol import types as T
 
-    from benchmarks.editor_sim import SimEditor
+    from quickcode.benchmarks.editor_sim import SimEditor
 
     ed = SimEditor(["true"], seed=3, style=style)
     ed.uri, ed.version, sent = "file:///x.py", 1, []
@@ -108,7 +108,7 @@ def _scripted_editor(suggest, style: str = "vscode"):
 
 
 def _type(developer: str, suggest, target: str, style: str = "vscode", accept_prob: float = 1.0):
-    from benchmarks.editor_sim import TypingModel
+    from quickcode.benchmarks.editor_sim import TypingModel
 
     ed, sent = _scripted_editor(suggest, style)
     loop = _VirtualTimeLoop()
@@ -150,7 +150,7 @@ def test_neovim_keeps_showing_the_rest_of_an_item_typed_into_until_an_answer_rep
     last key (style "neovim-pause"). VS Code drops the ghost text at every key and asks again."""
     import pytest
 
-    from benchmarks.editor_sim import SimEditor
+    from quickcode.benchmarks.editor_sim import SimEditor
 
     def suggest(doc):
         return " compute(a)" if doc == "x =" else None

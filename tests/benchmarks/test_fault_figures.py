@@ -1,11 +1,11 @@
-"""The figures of `quickcode bench faults` (benchmarks/fault_figures.py) on hand-made records: recovery is timed
+"""The figures of `quickcode bench faults` (quickcode/benchmarks/fault_figures.py) on hand-made records: recovery is timed
 to the first new suggestion (not text typed through from the cache), errors, hangs and cross-user answers are
 counted in the fault's period only, and a failure names what broke."""
 from __future__ import annotations
 
 import pytest
 
-from benchmarks import fault_figures as ff
+from quickcode.benchmarks import fault_figures as ff
 
 
 def _editor(user: str, shows=(), asks=(), messages=(), probes=(), sessions=("s0",)) -> dict:

@@ -1,13 +1,14 @@
-"""`quickcode bench neovim`'s figures from its session rows (benchmarks/neovim_typing.py `_write`): pure, on
-hand-made rows — the sessions themselves need a real Neovim and a backend (`quickcode bench neovim`)."""
+"""`quickcode bench neovim`'s figures from its session rows (quickcode/benchmarks/neovim_typing.py `_write`):
+pure, on hand-made rows — the sessions themselves need a real Neovim and a backend (`quickcode bench
+neovim`)."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 
-from benchmarks.neovim_typing import _write
-from benchmarks.report import Report
+from quickcode.benchmarks.neovim_typing import _write
+from quickcode.benchmarks.report import Report
 
 
 def _row(session, arm, chars, ghosts, wrong=0, as_typed=True):

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from benchmarks import overload as ov
-from benchmarks.loadgen import Outcome
-from benchmarks.trace import TraceRow, plan
+from quickcode.benchmarks import overload as ov
+from quickcode.benchmarks.loadgen import Outcome
+from quickcode.benchmarks.trace import TraceRow, plan
 
 FAMILIES = {"fifo-cap2": "fifo", "fifo-cap4": "fifo", "vllm-priority": "priority", "ours": "ours"}
 

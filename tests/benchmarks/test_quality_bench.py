@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.quality import (TestsRunner, cluster_bootstrap, exact_line, load_problems, session_bootstrap,
-                                single_line_tasks, subset, typing_share, wilson)
+from quickcode.benchmarks.quality import (TestsRunner, cluster_bootstrap, exact_line, load_problems,
+                                          session_bootstrap, single_line_tasks, subset, typing_share, wilson)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,7 @@ def test_typing_share_and_its_interval():
 def test_idiom_lines_by_kind_count_each_arm_and_model_set():
     from pathlib import Path
 
-    from benchmarks.quality import Arm, _idiom_kinds
+    from quickcode.benchmarks.quality import Arm, _idiom_kinds
 
     cases = [{"kind": "return None"}, {"kind": "return None"}, {"kind": "main guard"}]
     arms = [Arm(n, Path("t"), None, [], m, "", "") for n, m in (("baseline (main)", "baseline"), ("current", "current"))]
@@ -103,13 +103,13 @@ def test_idiom_lines_by_kind_count_each_arm_and_model_set():
 
 
 def test_an_arm_with_its_own_model_folder_is_served_alone_with_no_offline_figures(tmp_path):
-    """`--arm NAME:model=PATH,...` (e.g. a registry import, draft_model/registry_model.py): that folder is the
-    arm's target (named and hashed in the report), its draft only if it shares the vocabulary, and it shares no
-    model set's offline figures (it has no held-out provenance of ours)."""
+    """`--arm NAME:model=PATH,...` (e.g. a registry import, quickcode/draft_model/registry_model.py): that
+    folder is the arm's target (named and hashed in the report), its draft only if it shares the vocabulary,
+    and it shares no model set's offline figures (it has no held-out provenance of ours)."""
     import argparse
     import shutil
 
-    from benchmarks.quality import REPO, build_arms
+    from quickcode.benchmarks.quality import REPO, build_arms
 
     other = tmp_path / "other"
     other.mkdir()
@@ -135,8 +135,8 @@ def test_an_arm_with_its_own_model_folder_is_served_alone_with_no_offline_figure
 
 def test_idiom_lines_can_come_from_files_no_model_trained_on(tmp_path):
     """`--idiom-files`: each file is a document of its own, cut at the same idiom places as held-out modules."""
-    from benchmarks.quality import files_docs
-    from draft_model.evaluate import idiom_cases
+    from quickcode.benchmarks.quality import files_docs
+    from quickcode.draft_model.evaluate import idiom_cases
 
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("import os\n\n\ndef f(xs):\n    for x in xs:\n        print(x)\n    return len(xs)\n")

@@ -3,7 +3,7 @@ and reuses the finished pieces (each arm's served figures, each model set's offl
 they depend on (models, settings, tasks) is the same."""
 from __future__ import annotations
 
-from benchmarks.quality import _load_piece, _piece_key, _save_piece
+from quickcode.benchmarks.quality import _load_piece, _piece_key, _save_piece
 
 
 def test_a_piece_is_reused_only_under_the_same_key(tmp_path):
@@ -22,7 +22,7 @@ def test_a_piece_is_reused_only_under_the_same_key(tmp_path):
 def test_a_piece_measured_with_other_serving_code_is_not_reused(tmp_path):
     """The baseline arm serves the committed models with the working tree's backend: a piece saved before the
     backend changed (say, before line ends were healed) must not stand for the backend of now."""
-    from benchmarks.quality import code_digest
+    from quickcode.benchmarks.quality import code_digest
 
     (tmp_path / "backend").mkdir()
     (tmp_path / "backend" / "fim.py").write_text("HEAL = False\n")

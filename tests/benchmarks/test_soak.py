@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from benchmarks import soak_verdict as sv
-from benchmarks.soak_abuse import KINDS, Abuser
+from quickcode.benchmarks import soak_verdict as sv
+from quickcode.benchmarks.soak_abuse import KINDS, Abuser
 
 
 def _series(f, n: int = 720, step_s: float = 5.0, seed: int = 0) -> list[tuple[float, float]]:
@@ -83,7 +83,7 @@ def test_the_verdict_judges_every_series_and_both_counts():
 def test_every_abuse_leaves_the_server_serving(fake_backend):
     """Each episode against a real in-process server (fake engine): it runs to its end, the server answers
     the abuse with typed errors, and a well-behaved session is still served afterwards."""
-    from benchmarks.loadgen import Session
+    from quickcode.benchmarks.loadgen import Session
 
     b = fake_backend(max_sessions_per_user=4, per_user_inflight=2, telemetry_rate_per_s=20.0)
 
@@ -117,7 +117,7 @@ def test_a_short_soak_hangs_nothing_and_shows_editors_no_error(backend, tmp_path
     judged, and the verdict passes."""
     import psutil
 
-    from benchmarks.soak import SERIES, SoakConfig, soak
+    from quickcode.benchmarks.soak import SERIES, SoakConfig, soak
 
     pid = backend.pid or next(p.pid for p in psutil.process_iter() if any(
         c.laddr.port == backend.port and c.status == psutil.CONN_LISTEN for c in _connections(p)))

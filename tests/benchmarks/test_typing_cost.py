@@ -1,8 +1,8 @@
-"""The cost diagnosis splits a session's decoded tokens and requests without losing any (benchmarks/typing_cost)."""
+"""The cost diagnosis splits a session's decoded tokens and requests without losing any (quickcode/benchmarks/typing_cost)."""
 from __future__ import annotations
 
-from benchmarks.typing_cost import place_class, requests_by_place, string_spans, tokens_of
-from lsp_client.debounce import AdaptiveDebounce
+from quickcode.benchmarks.typing_cost import place_class, requests_by_place, string_spans, tokens_of
+from quickcode.lsp_client.debounce import AdaptiveDebounce
 
 
 def _count(text: str) -> int:          # a token a character: the sums are what is checked

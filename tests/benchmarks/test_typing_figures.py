@@ -2,7 +2,7 @@
 import math
 import os
 
-from benchmarks import typing_figures as tf
+from quickcode.benchmarks import typing_figures as tf
 
 TARGET = "    return self.width\n    x = 1\n"
 
@@ -86,7 +86,7 @@ def test_rows_typed_with_other_client_settings_or_backend_environment_are_not_po
     import argparse
     import json
 
-    from benchmarks import typing as ty
+    from quickcode.benchmarks import typing as ty
 
     for name in [n for n in os.environ if n.startswith("QUICKCODE_")]:   # the developer's shell's own
         monkeypatch.delenv(name)
@@ -127,7 +127,7 @@ def test_partial_accepts_are_counted_apart_and_within_the_accepted_characters():
 def test_keystrokes_saved_are_the_accepted_characters_less_the_keys_that_took_them():
     """A whole line is one Tab; taking `return self.` word by word is four presses (VS Code's steps: `return`,
     ` `, `self`, `.`)."""
-    from benchmarks.accept_rule import accept_steps
+    from quickcode.benchmarks.accept_rule import accept_steps
 
     assert len(accept_steps("return self.width", 12)) == 4
     line = rec(accepts=[{"at": 4, "text": "return self.width", "partial": False, "keys": 1}])
@@ -143,7 +143,7 @@ def test_keystrokes_saved_are_the_accepted_characters_less_the_keys_that_took_th
 def test_rows_of_the_two_developer_kinds_are_kept_apart_and_older_rows_are_the_whole_developers(tmp_path):
     import json
 
-    from benchmarks import typing as ty
+    from quickcode.benchmarks import typing as ty
 
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps({"code": "c", "session": 0, "arm": "ours", **kw}) + "\n"
@@ -161,7 +161,7 @@ def _row(arm: str, dev: str, session: int, accepts: list[dict]) -> dict:
 def test_the_report_gives_each_developer_kind_its_own_figures_and_keeps_the_whole_developers_on_top(tmp_path):
     import argparse
 
-    from benchmarks import typing as ty
+    from quickcode.benchmarks import typing as ty
 
     whole = [{"at": 4, "text": "return self.width"}]
     word = [{"at": 4, "text": "return self.", "partial": True}, {"at": 16, "text": "width"}]

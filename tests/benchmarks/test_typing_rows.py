@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 
-from benchmarks.rows import append_row, read_rows
+from quickcode.benchmarks.rows import append_row, read_rows
 
 
 def test_rows_named_gz_are_gzip_and_read_back_after_appends(tmp_path):

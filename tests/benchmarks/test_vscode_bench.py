@@ -1,11 +1,12 @@
-"""`quickcode bench vscode`'s figures from its session rows (benchmarks/vscode_typing.py `write`): pure, on
-hand-made rows — the sessions themselves need a real VS Code and a backend (`quickcode bench vscode`)."""
+"""`quickcode bench vscode`'s figures from its session rows (quickcode/benchmarks/vscode_typing.py `write`):
+pure, on hand-made rows — the sessions themselves need a real VS Code and a backend (`quickcode bench
+vscode`)."""
 from __future__ import annotations
 
 import argparse
 
-from benchmarks.report import Report
-from benchmarks.vscode_typing import write
+from quickcode.benchmarks.report import Report
+from quickcode.benchmarks.vscode_typing import write
 
 
 def _row(session, chars, ghosts, indents=0, as_typed=True):

@@ -125,12 +125,12 @@ def test_the_image_runs_quickcode_serve_as_uid_1000_on_8765(flavour):
     assert [rest for word, rest in ins if word == "EXPOSE"] == ["8765"]
     env = _env(DOCKERFILES[flavour])
     assert env["QUICKCODE_HOST"] == "0.0.0.0" and env["QUICKCODE_PORT"] == "8765"
-    if flavour == "gpu":   # the shipped GPU profile by name: found in the installed wheel (backend/assets.py)
+    if flavour == "gpu":   # the shipped GPU profile by name: found in the installed wheel (quickcode/backend/assets.py)
         assert cmd[2:] == ["--config", "gpu-13b-int8"] and (REPO / "configs" / "gpu-13b-int8.toml").is_file()
 
 
 def test_the_cpu_image_is_never_open_and_keeps_its_first_token_on_a_volume():
-    """No tokens given: the server makes one into a volume (backend/first_token.py), the folder its user owns."""
+    """No tokens given: the server makes one into a volume (quickcode/backend/first_token.py), the folder its user owns."""
     df = DOCKERFILES["cpu"]
     state = _env(df)["QUICKCODE_AUTH_BOOTSTRAP_DIR"]
     assert "QUICKCODE_ALLOW_OPEN" not in _env(df)
@@ -182,7 +182,7 @@ def _documented_mounts(text: str) -> list[tuple[str, str, bool]]:
 
 @pytest.mark.parametrize("doc", ["deploy/docker/Dockerfile.gpu", "deploy/README.md"])
 def test_the_documented_gpu_run_mounts_every_file_the_profile_reads(doc, monkeypatch):
-    from backend.settings import Settings
+    from quickcode.backend.settings import Settings
 
     df = DOCKERFILES["gpu"]
     monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "gpu-13b-int8.toml"))
@@ -436,7 +436,7 @@ def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_p
         print("doctor:", "; ".join(f"{c['name']} {c['status']}" for c in report["checks"]))
         # it runs as the image's user, from the wheel's models (no checkout inside)
         probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], ctr, "--", "python3", "-c",
-                         "import os, backend.assets as a; print(os.getuid(), a.models_dir())")
+                         "import os, quickcode.backend.assets as a; print(os.getuid(), a.models_dir())")
         uid, models = probe.split()
         assert uid == "1000" and models == "/opt/quickcode/lib/python3.11/site-packages/backend/models", probe
     finally:

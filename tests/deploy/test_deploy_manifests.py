@@ -80,7 +80,7 @@ def _backend(docs) -> tuple[dict, dict]:
 def effective_settings(docs, profile: Path | None):
     """The Settings the backend container starts with: its profile file (at QUICKCODE_CONFIG, taken from the
     rendered ConfigMap) under its QUICKCODE_* environment, as pydantic-settings resolves them."""
-    from backend.settings import Settings
+    from quickcode.backend.settings import Settings
 
     pod, c = _backend(docs)
     env = {e["name"]: e["value"] for e in c.get("env", []) if e["name"].startswith("QUICKCODE_")}
@@ -254,8 +254,8 @@ def test_the_pod_runs_this_releases_image_as_its_user(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_probes_hit_the_apps_real_routes_over_the_servers_scheme(overlay):
-    from backend.app import create_app
-    from backend.settings import Settings
+    from quickcode.backend.app import create_app
+    from quickcode.backend.settings import Settings
 
     docs = rendered(overlay)
     s = effective_settings(docs, PROFILES.get(overlay))[0]
@@ -343,7 +343,7 @@ def test_ingress_hashes_on_the_same_user_key_as_the_nginx_config():
 def test_the_autoscaler_scales_the_statefulset_on_the_backends_queue_depth(overlay):
     import promql_parser
 
-    from backend import metrics
+    from quickcode.backend import metrics
 
     docs = rendered(overlay)
     hpa, sts = _one(docs, "HorizontalPodAutoscaler"), _one(docs, "StatefulSet")

@@ -1,9 +1,9 @@
 """Multi-region: the language server measures every endpoint's RTT (WebSocket ping), uses the nearest
 healthy one, fails over when it becomes unreachable and fails back when it returns.
 
-Three "regions" are test hosts in their own network namespaces (benchmarks/regions.py) with one-way delays of
-5, 25 and 60 ms, all in front of the session's real backend; the endpoints are listed far-first so that the
-choice is visibly by measured RTT, not by order.
+Three "regions" are test hosts in their own network namespaces (quickcode/benchmarks/regions.py) with one-way
+delays of 5, 25 and 60 ms, all in front of the session's real backend; the endpoints are listed far-first so
+that the choice is visibly by measured RTT, not by order.
 
 Here with deploy/: its subject is a multi-region deployment (the client side is lsp_client's).
 """
@@ -20,7 +20,7 @@ import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from benchmarks import regions as R
+from quickcode.benchmarks import regions as R
 from tests.support.waits import until
 from tests.lsp_client.test_lsp_e2e import quiet_status, CONTEXTS, capabilities, command, inline_params, open_doc
 

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 
-from backend.launch import free_port
+from quickcode.backend.launch import free_port
 from tests.conftest import ARTIFACTS, REPO, fake_server
 from tests.support.ws_helpers import complete, open_session
 

@@ -3,8 +3,8 @@ step on the cpu profile (the fast path in bf16 autocast, else the original fp32 
 serves (`dtype = "auto"`)."""
 from __future__ import annotations
 
-from backend.cpu_features import cpu_flags, native_bf16, served_dtype
-from draft_model.configs import cpu_step, profile
+from quickcode.backend.cpu_features import cpu_flags, native_bf16, served_dtype
+from quickcode.draft_model.configs import cpu_step, profile
 
 X86_AVX512_BF16 = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -1,11 +1,12 @@
-"""A cooldown branch's learning-rate schedule (draft_model/train.py `cooldown_state`, `lr_at`): pure logic."""
+"""A cooldown branch's learning-rate schedule (quickcode/draft_model/train.py `cooldown_state`, `lr_at`): pure
+logic."""
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from draft_model.configs import profile
-from draft_model.train import cooldown_state, lr_at
+from quickcode.draft_model.configs import profile
+from quickcode.draft_model.train import cooldown_state, lr_at
 
 
 def _run_state(step: int, total: int, p) -> dict:

@@ -7,9 +7,9 @@ from pathlib import PurePosixPath
 import pytest
 from packaging.version import Version
 
-from draft_model import dedup
-from draft_model.corpus import FORCED_HELDOUT, excluded_path, is_heldout
-from draft_model.pypi import _sdist_version, expression_licence, licence_of
+from quickcode.draft_model import dedup
+from quickcode.draft_model.corpus import FORCED_HELDOUT, excluded_path, is_heldout
+from quickcode.draft_model.pypi import _sdist_version, expression_licence, licence_of
 
 
 def _pkg_info(**fields) -> str:
@@ -78,7 +78,7 @@ def test_paths_that_are_not_code_people_write_are_excluded(path, excluded):
 
 
 def test_the_files_the_typing_benchmark_types_are_always_held_out():
-    from benchmarks.typing import DEFAULT_FILES
+    from quickcode.benchmarks.typing import DEFAULT_FILES
 
     assert FORCED_HELDOUT == {f"stdlib:{f.removesuffix('.py')}" for f in DEFAULT_FILES}
     assert all(is_heldout(m, 0.0) for m in FORCED_HELDOUT)

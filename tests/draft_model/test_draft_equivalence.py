@@ -11,7 +11,7 @@ a difference only there: at the first differing token the served text must conti
 runner-up, and that runner-up must be within TIE_NATS of the plain run's choice. A broken verifier (accepting
 draft tokens the target would not pick) diverges where the target is sure, and fails.
 
-Here with draft_model/: the draft's correctness is the subject, the backend serves it.
+Here with quickcode/draft_model/: the draft's correctness is the subject, the backend serves it.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import websockets
 
-from protocol import PROTOCOL_VERSION, Chunk, Complete, Done, Error, Hello, Welcome, decode, encode
+from quickcode.protocol import PROTOCOL_VERSION, Chunk, Complete, Done, Error, Hello, Welcome, decode, encode
 from tests.conftest import SESSION_BACKEND_SETTINGS
 
 pytestmark = pytest.mark.engine
@@ -57,12 +57,12 @@ async def _complete_all(url: str, cases: list[dict]) -> list[tuple[str, Done]]:
 def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path):
     from tokenizers import Tokenizer
 
-    from backend.fim import Healed, build_prompt, heal
-    from backend.fim_templates import FimTemplate
-    from backend.model_info import prompt_budget_tokens, served_max_model_len
-    from backend.settings import Settings
-    from draft_model.vllm_runner import run_subprocesses
-    from draft_model.evaluate import fim_cases
+    from quickcode.backend.fim import Healed, build_prompt, heal
+    from quickcode.backend.fim_templates import FimTemplate
+    from quickcode.backend.model_info import prompt_budget_tokens, served_max_model_len
+    from quickcode.backend.settings import Settings
+    from quickcode.draft_model.vllm_runner import run_subprocesses
+    from quickcode.draft_model.evaluate import fim_cases
 
     s = Settings(**SESSION_BACKEND_SETTINGS)  # what the session's backend runs (same environment)
     assert s.spec_method == "draft", "the session backend should speculate with the draft model"
@@ -75,7 +75,7 @@ def test_draft_speculation_is_token_identical_to_plain_greedy(backend, tmp_path)
         assert done.finish_reason in ("stop", "length"), done
     assert sum(d.timing.spec_proposed for _, d in served) > 0, "the backend proposed no draft tokens"
 
-    # the same prompts as the service builds them (backend/service.py: budget, template, tokenizer)
+    # the same prompts as the service builds them (quickcode/backend/service.py: budget, template, tokenizer)
     tok = Tokenizer.from_file(str(s.target_path / "tokenizer.json"))
     template = FimTemplate.load(s.target_path, tok, s.fim_order)
     budget = prompt_budget_tokens(s.max_prompt_tokens, served_max_model_len(s), s.reserve_output_tokens)

@@ -6,10 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from draft_model.configs import MODEL_SIZES, profile
-from draft_model.fastllama import (FastLlama, _blocked_causal, causal_attention, chunked_cross_entropy, from_hf,
-                                   to_hf, train_flops_per_token)
-from draft_model.train import Trainer
+from quickcode.draft_model.configs import MODEL_SIZES, profile
+from quickcode.draft_model.fastllama import (FastLlama, _blocked_causal, causal_attention, chunked_cross_entropy, from_hf,
+                                             to_hf, train_flops_per_token)
+from quickcode.draft_model.train import Trainer
 
 
 def _hf(size="test-target", vocab=300, seed=0):

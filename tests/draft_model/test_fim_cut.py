@@ -1,13 +1,14 @@
 """Training FIM samples are cut where an editor's cursor is, and formatted as the backend prompts.
 
-Here with draft_model/: the training samples are the subject, backend/fim.py the reference."""
+Here with quickcode/draft_model/: the training samples are the subject, quickcode/backend/fim.py the
+reference."""
 from __future__ import annotations
 
 import random
 import re
 from collections import Counter
 
-from draft_model.fim import CURSOR_KINDS, _cursor_places, cursor_cut
+from quickcode.draft_model.fim import CURSOR_KINDS, _cursor_places, cursor_cut
 
 CODE = '''import os
 
@@ -37,7 +38,7 @@ def _samples(n: int = 3000, seed: int = 0):
 
 
 def test_a_cut_reassembles_the_text_and_the_prefix_is_healed_as_the_backend_heals():
-    from backend.fim import heal
+    from quickcode.backend.fim import heal
 
     healed = 0
     for s in _samples():
@@ -118,11 +119,11 @@ def test_spm_without_the_middle_token_trains_and_prompts_the_middle_as_the_prefi
 
     from tokenizers import Tokenizer
 
-    from backend.fim import build_prompt
-    from backend.fim_templates import FimTemplate
-    from draft_model import fim
-    from draft_model.fim import FimSample
-    from draft_model.pack import fim_ids
+    from quickcode.backend.fim import build_prompt
+    from quickcode.backend.fim_templates import FimTemplate
+    from quickcode.draft_model import fim
+    from quickcode.draft_model.fim import FimSample
+    from quickcode.draft_model.pack import fim_ids
     from tests.conftest import REPO
 
     for name in ("tokenizer.json", fim.TEMPLATE_FILE):

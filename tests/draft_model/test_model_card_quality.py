@@ -1,12 +1,12 @@
 """A model card quotes the served figures of `benchmarks/reports/quality.md` for its own weights
-(draft_model/card.py quality_figures), whether that report ran with the offline PyTorch figures or with
-`--skip-offline` (no `idiom_exact_plain`: it raised KeyError before)."""
+(quickcode/draft_model/card.py quality_figures), whether that report ran with the offline PyTorch figures or
+with `--skip-offline` (no `idiom_exact_plain`: it raised KeyError before)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from draft_model.card import QUALITY_REPORT, quality_figures
+from quickcode.draft_model.card import QUALITY_REPORT, quality_figures
 
 SHA = "ab12cd34ef56" + "0" * 52
 

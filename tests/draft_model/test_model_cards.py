@@ -1,5 +1,6 @@
-"""Every committed model folder has a model card that says what its own files record (draft_model/card.py):
-a retrained or re-quantized model whose card was not regenerated fails here (`quickcode model card` fixes it)."""
+"""Every committed model folder has a model card that says what its own files record
+(quickcode/draft_model/card.py): a retrained or re-quantized model whose card was not regenerated fails here
+(`quickcode model card` fixes it)."""
 from __future__ import annotations
 
 import json
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from draft_model.card import render, write
+from quickcode.draft_model.card import render, write
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = sorted(p for p in (REPO / "models").iterdir() if (p / "model.safetensors").is_file())

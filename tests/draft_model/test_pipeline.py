@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from draft_model import tokenizer as tokmod
-from draft_model.evaluate import (PATTERNS, EvalConfig, classify_tokens, evaluate_pair, expected_speedup,
-                                  simulate)
+from quickcode.draft_model import tokenizer as tokmod
+from quickcode.draft_model.evaluate import (PATTERNS, EvalConfig, classify_tokens, evaluate_pair,
+                                            expected_speedup, simulate)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,7 +80,7 @@ def test_expected_speedup_formula():
 
 
 def test_vllm_step_counts_give_token_statuses():
-    from benchmarks.draft import per_k_from_positions, vllm_statuses
+    from quickcode.benchmarks.draft import per_k_from_positions, vllm_statuses
 
     # 1 prefill token, then steps accepting 2 (of K=2: bonus), 0 (rejected), 1 (rejected)
     assert vllm_statuses(8, [2, 0, 1], k=2) == ["prefill", "accepted", "accepted", "bonus", "rejected",
@@ -91,7 +91,7 @@ def test_vllm_step_counts_give_token_statuses():
 
 
 def test_wide_vocabulary_bins_round_trip(tmp_path):
-    from draft_model.pack import bin_dtype, load_bin
+    from quickcode.draft_model.pack import bin_dtype, load_bin
 
     assert bin_dtype(8192) == np.uint16 and bin_dtype(2**16) == np.uint16 and bin_dtype(2**17) == np.uint32
     path = tmp_path / "train.bin"
@@ -106,9 +106,9 @@ def test_the_profiles_fill_the_model_settings_and_reach_the_engine(monkeypatch, 
     """The default profile serves the built SmolLM2 + FIM adapter INT8 (no speculation, the suffix in every
     prompt, compiled); the light one the committed 4.2M target — by `profile` or by `--config light`; a setting
     the operator gives wins over its profile's."""
-    from backend.assets import built_models_dir
-    from backend.settings import Settings
-    from backend.vllm_engine import engine_args
+    from quickcode.backend.assets import built_models_dir
+    from quickcode.backend.settings import Settings
+    from quickcode.backend.vllm_engine import engine_args
 
     monkeypatch.chdir(REPO)
     monkeypatch.delenv("QUICKCODE_CONFIG", raising=False)
@@ -137,8 +137,8 @@ def test_the_profiles_fill_the_model_settings_and_reach_the_engine(monkeypatch, 
 
 
 def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
-    from backend.vllm_engine import engine_args
-    from backend.settings import Settings
+    from quickcode.backend.vllm_engine import engine_args
+    from quickcode.backend.settings import Settings
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("QUICKCODE_CONFIG", str(REPO / "configs" / "gpu-13b-int8.toml"))
@@ -153,8 +153,8 @@ def test_gpu_profile_config_loads_into_settings_and_engine_args(monkeypatch):
 
 def test_the_engine_is_given_fp32_on_a_cpu_that_would_emulate_bf16(monkeypatch):
     """`dtype = "auto"` (the default) reaches vLLM as the CPU's choice; an explicit dtype reaches it as given."""
-    import backend.vllm_engine as ve
-    from backend.settings import Settings
+    import quickcode.backend.vllm_engine as ve
+    from quickcode.backend.settings import Settings
 
     monkeypatch.chdir(REPO)
     monkeypatch.delenv("QUICKCODE_CONFIG", raising=False)
@@ -171,8 +171,8 @@ def tiny(tmp_path_factory):
     """stdlib → 40 documents → BPE 600 → bins → test-target, a test-draft from scratch, a distilled one."""
     import torch
 
-    from draft_model.configs import profile
-    from draft_model.pipeline import prepare, train_model
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.pipeline import prepare, train_model
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("pipeline")
@@ -200,7 +200,7 @@ def test_prepare_splits_by_module_and_packs_in_vocabulary(tiny):
     tok = tokmod.load(data / "tokenizer")
     for name in ("<fim_prefix>", "<fim_suffix>", "<fim_middle>", "<|endoftext|>"):
         assert tok.token_to_id(name) is not None
-    from draft_model.pack import load_bin
+    from quickcode.draft_model.pack import load_bin
 
     train = load_bin(data / "train.bin")
     assert len(train) == s["train_tokens"] and int(train.max()) < 600
@@ -208,7 +208,7 @@ def test_prepare_splits_by_module_and_packs_in_vocabulary(tiny):
     assert (train == tok.token_to_id("<fim_middle>")).sum() > 10
     assert (load_bin(data / "heldout.bin") == tok.token_to_id("<fim_middle>")).sum() == 0
     # the backend tokenizes prompts with this tokenizer's fast path (tiktoken over its merges, by line segment)
-    from backend.segments import FastBPE, segment_cache
+    from quickcode.backend.segments import FastBPE, segment_cache
 
     assert FastBPE.for_tokenizer(tok) is not None and segment_cache(tok) is not None
     assert segment_cache(tok).fast
@@ -224,8 +224,8 @@ def test_training_lowers_the_loss_and_exports_a_loadable_folder(tiny):
     prov = json.loads((out / "quickcode_train.json").read_text())
     assert prov["kind"] == "target" and prov["size"] == "test-target" and prov["heldout_modules"]
     # resuming a finished run does no more steps and gives the same result
-    from draft_model.configs import profile
-    from draft_model.pipeline import train_model
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.pipeline import train_model
 
     again = train_model(tiny["data"], "test-target", profile("test", threads=1), tiny["root"] / "target",
                         tiny["root"] / "target-export", steps=80, minutes=None)
@@ -236,8 +236,8 @@ def test_training_lowers_the_loss_and_exports_a_loadable_folder(tiny):
 def test_a_cooldown_branch_decays_from_a_running_runs_checkpoint_and_leaves_the_run_alone(tiny):
     import torch
 
-    from draft_model.configs import profile
-    from draft_model.pipeline import train_model
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.pipeline import train_model
 
     # a run still going: the tiny target's checkpoint at step 80 of 400 planned (its rate still high)
     run = tiny["root"] / "long-run"
@@ -271,7 +271,7 @@ def test_distillation_brings_the_draft_closer_to_the_target(tiny):
     import torch
     import torch.nn.functional as F
 
-    from draft_model.evaluate import heldout_windows, load
+    from quickcode.draft_model.evaluate import heldout_windows, load
 
     prov = json.loads((tiny["draft_dir"] / "quickcode_train.json").read_text())
     assert prov["kind"] == "draft-distilled" and prov["teacher"] == str(tiny["target_dir"])
@@ -316,10 +316,10 @@ def test_evaluate_command_prints_headline_json(tiny):
 
 @pytest.mark.pipeline
 def test_a_draft_with_another_tokenizer_is_refused(tiny, tmp_path):
-    from draft_model.configs import MODEL_SIZES, profile
-    from draft_model.corpus import read_docs
-    from draft_model.pipeline import train_model
-    from draft_model.train import build_model, export
+    from quickcode.draft_model.configs import MODEL_SIZES, profile
+    from quickcode.draft_model.corpus import read_docs
+    from quickcode.draft_model.pipeline import train_model
+    from quickcode.draft_model.train import build_model, export
 
     other_tok = tmp_path / "other-data" / "tokenizer"
     docs = read_docs(tiny["data"], "train")[:10]
@@ -336,9 +336,9 @@ def test_a_draft_with_another_tokenizer_is_refused(tiny, tmp_path):
 
 @pytest.mark.pipeline
 def test_prepare_can_take_the_targets_own_tokenizer(tiny, tmp_path):
-    from draft_model.configs import profile
-    from draft_model.pack import load_bin
-    from draft_model.pipeline import prepare, train_model
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.pack import load_bin
+    from quickcode.draft_model.pipeline import prepare, train_model
 
     data = tmp_path / "data"
     prepare(data, ["stdlib"], max_docs=10, heldout_fraction=0.1, chunk_chars=800, passes=1,
@@ -363,9 +363,9 @@ def test_an_adapter_learns_the_data_and_merged_it_is_the_same_model(tiny, tmp_pa
     import torch
     from peft import PeftModel
 
-    from draft_model.adapt import RECORD, adapt, merge
-    from draft_model.configs import profile
-    from draft_model.train import Windows, evaluate, load_model
+    from quickcode.draft_model.adapt import RECORD, adapt, merge
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.train import Windows, evaluate, load_model
 
     base = tiny["target_dir"]
     p = profile("test", threads=1, lr=1e-2, eval_windows=4, eval_every=100, ckpt_every=100)
@@ -404,10 +404,10 @@ def test_an_adapter_heals_a_pruned_base_and_merge_prunes_the_base_the_same_way(t
     import torch
     from peft import PeftModel
 
-    from draft_model.adapt import RECORD, adapt, merge
-    from draft_model.configs import profile
-    from draft_model.prune import drop_layers
-    from draft_model.train import load_model, write_weights
+    from quickcode.draft_model.adapt import RECORD, adapt, merge
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.prune import drop_layers
+    from quickcode.draft_model.train import load_model, write_weights
 
     # the base: the tiny target with two more layers, a silenced copy of its first and a copy of its last
     base = tmp_path / "base4"
@@ -454,7 +454,7 @@ def test_an_adapter_heals_a_pruned_base_and_merge_prunes_the_base_the_same_way(t
 
 def _other_tokenizer(tmp_path: Path) -> Path:
     out = tmp_path / "other-tok"
-    from draft_model.fim import write_template
+    from quickcode.draft_model.fim import write_template
 
     tokmod.save_hf(tokmod.train_bpe(["def f(x):\n    return x\n" * 50], 300), out, model_max_length=1024)
     write_template(out)
@@ -464,8 +464,8 @@ def _other_tokenizer(tmp_path: Path) -> Path:
 @pytest.mark.pipeline
 @pytest.mark.slow
 def test_vllm_loads_the_exports_and_speculative_output_equals_plain(tiny, tmp_path):
-    from draft_model.vllm_runner import run_subprocesses
-    from draft_model.evaluate import fim_cases, prompt_ids
+    from quickcode.draft_model.vllm_runner import run_subprocesses
+    from quickcode.draft_model.evaluate import fim_cases, prompt_ids
 
     cases = fim_cases(tiny["target_dir"], tiny["data"], 12)
     prompts = prompt_ids(tiny["target_dir"], cases, 256)
@@ -490,7 +490,7 @@ def test_vllm_loads_the_exports_and_speculative_output_equals_plain(tiny, tmp_pa
 @pytest.mark.pipeline
 @pytest.mark.slow
 def test_int8_quantization_keeps_the_held_out_loss(tiny, tmp_path):
-    from draft_model.quantize import QUANT_PYTHON, quantize
+    from quickcode.draft_model.quantize import QUANT_PYTHON, quantize
 
     if not QUANT_PYTHON.exists():
         pytest.fail("no .venv-quant: scripts/setup.sh quant (`make test` sets it up)")
@@ -515,7 +515,7 @@ def _sdist(cache: Path, name: str, pkg_info: dict, files: dict[str, str], licenc
     import io
     import tarfile
 
-    from draft_model.pypi import Pin
+    from quickcode.draft_model.pypi import Pin
 
     lines = ["Metadata-Version: 2.4", f"Name: {name}", "Version: 1.0"]
     lines += [f"{k}: {v}" for k, vs in pkg_info.items() for v in (vs if isinstance(vs, list) else [vs])]
@@ -537,9 +537,9 @@ def pypi_corpus(tmp_path_factory):
     """stdlib + six local sdists: permissive, GPL, dual-licensed, licence only in LICENSE, no licence at all."""
     import sysconfig
 
-    from draft_model import dedup
-    from draft_model.corpus import collect, is_heldout
-    from draft_model.pypi import write_lock
+    from quickcode.draft_model import dedup
+    from quickcode.draft_model.corpus import collect, is_heldout
+    from quickcode.draft_model.pypi import write_lock
 
     root = tmp_path_factory.mktemp("pypi")
     std = Path(sysconfig.get_paths()["stdlib"])

@@ -1,11 +1,11 @@
-"""draft_model/prune.py on a small random Llama: the influence finds an inert layer, dropping layers gives the
-forward pass without them, the first and last layers are never chosen."""
+"""quickcode/draft_model/prune.py on a small random Llama: the influence finds an inert layer, dropping layers
+gives the forward pass without them, the first and last layers are never chosen."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from draft_model.prune import decoder_layers, drop_layers, layer_influence, least_influential
+from quickcode.draft_model.prune import decoder_layers, drop_layers, layer_influence, least_influential
 
 
 def _llama(layers: int = 5):

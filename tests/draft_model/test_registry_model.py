@@ -1,4 +1,4 @@
-"""draft_model/registry_model.py's pure parts: GGUF block dequantizing (llama.cpp's gguf package) on hand-built
+"""quickcode/draft_model/registry_model.py's pure parts: GGUF block dequantizing (llama.cpp's gguf package) on hand-built
 blocks, the Q/K row order against llama.cpp's permutation, and reading a small GGUF file written here byte by
 byte."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from draft_model import registry_model as rm
+from quickcode.draft_model import registry_model as rm
 
 
 def _half(x: float) -> bytes:
@@ -132,7 +132,7 @@ def test_placeholder_fim_only_for_a_vocabulary_without_fim_tokens():
     fim = rm.placeholder_fim(md, rm.tokenizer(md))
     assert {k: fim[k] for k in ("prefix_token", "suffix_token", "middle_token", "eot_token")} == {
         "prefix_token": "<x>", "suffix_token": "<y>", "middle_token": "<z>", "eot_token": "<|endoftext|>"}
-    assert fim["prefix_only"] is True      # the backend then never sends those placeholders (backend/fim.py)
+    assert fim["prefix_only"] is True      # the backend then never sends those placeholders (quickcode/backend/fim.py)
     starcoder = _vocab(["<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<file_sep>"])
     assert rm.placeholder_fim(starcoder, rm.tokenizer(starcoder)) is None
     with pytest.raises(ValueError, match="too few spare control tokens"):

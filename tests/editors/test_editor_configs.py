@@ -10,7 +10,7 @@ import tomllib
 
 import pytest
 
-from lsp_client.config import ClientConfig
+from quickcode.lsp_client.config import ClientConfig
 from tests.support.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor]

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from lsp_client.config import ClientConfig
+from quickcode.lsp_client.config import ClientConfig
 from tests.support.editor_helpers import CONTEXTS, QUICKCODE, REPO, Timer, failure_context
 from tests.support.waits import until
 

@@ -16,8 +16,8 @@ import time
 import pynvim        # a dependency (pyproject.toml): missing is a broken set-up, not a reason to skip
 import pytest
 
-from benchmarks.neovim_driver import (PLUGIN, buffer_text, ghost_text, nvim_binary, open_and_connect,
-                                      start_nvim as _start, wait_until)
+from quickcode.benchmarks.neovim_driver import (PLUGIN, buffer_text, ghost_text, nvim_binary,
+                                                open_and_connect, start_nvim as _start, wait_until)
 from tests.support.editor_helpers import CONTEXTS, Timer, failure_context
 
 pytestmark = [pytest.mark.editor, pytest.mark.neovim]
@@ -144,8 +144,8 @@ def test_neovim_inline_ghost_text_accept_and_write(backend, tmp_path):
 
 def test_neovim_crlf_file_completes_and_keeps_its_line_endings(backend, tmp_path):
     """A DOS file (fileformat=dos: Neovim sends its text with CRLF): the server prompts the model in LF
-    (backend/eol.py), the suggestion is accepted into the buffer, and the file is written back CRLF, with no
-    stray carriage return from the completion."""
+    (quickcode/backend/eol.py), the suggestion is accepted into the buffer, and the file is written back CRLF,
+    with no stray carriage return from the completion."""
     lsp_log = tmp_path / "lsp.log"
     (tmp_path / ".git").mkdir()
     path = tmp_path / "dos.py"

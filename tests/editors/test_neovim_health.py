@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from backend.launch import free_port
-from benchmarks.neovim_driver import nvim_binary
+from quickcode.backend.launch import free_port
+from quickcode.benchmarks.neovim_driver import nvim_binary
 from tests.support.editor_helpers import REPO
 
 pytestmark = [pytest.mark.editor, pytest.mark.neovim]

@@ -19,9 +19,9 @@ import urllib.request
 
 import pytest
 
-from backend.launch import free_port
-from benchmarks import vscode_driver
-from benchmarks.vscode_driver import CHROMIUM, E2E
+from quickcode.backend.launch import free_port
+from quickcode.benchmarks import vscode_driver
+from quickcode.benchmarks.vscode_driver import CHROMIUM, E2E
 
 from tests.support.editor_helpers import ARTIFACTS, CONTEXTS, QUICKCODE, Timer, failure_context
 

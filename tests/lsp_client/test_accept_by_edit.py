@@ -6,8 +6,8 @@ no accept.
 """
 from __future__ import annotations
 
-from lsp_client.telemetry import Outcomes, Shown
-from protocol import TelemetryEvent
+from quickcode.lsp_client.telemetry import Outcomes, Shown
+from quickcode.protocol import TelemetryEvent
 
 BEFORE = "def add(a, b):\n"
 TEXT = "    return a + b"

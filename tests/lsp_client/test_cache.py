@@ -1,5 +1,5 @@
 """The completion cache: exact hits, typed-through hits, the hot streak, and what must miss."""
-from lsp_client.cache import CompletionCache
+from quickcode.lsp_client.cache import CompletionCache
 
 
 def test_exact_and_typed_through_hits_serve_the_rest():
@@ -52,7 +52,7 @@ def test_lru_bounds_memory():
 
 
 def test_keys_stay_small_on_a_long_line():
-    from lsp_client.cache import KEY_CHARS
+    from quickcode.lsp_client.cache import KEY_CHARS
     c = CompletionCache()
     head = "x" * 100_000                       # the rest of a minified line after the cursor
     c.put("a" * 5000, head, "foo(bar)")

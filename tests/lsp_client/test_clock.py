@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from lsp_client.clock import REAL, VirtualClock
-from lsp_client.config import ClientConfig
-from lsp_client.session import Session
+from quickcode.lsp_client.clock import REAL, VirtualClock
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.session import Session
 from tests.lsp_client.test_session_property import URI, FakeChannel
 
 

@@ -1,5 +1,5 @@
 """Prompt windows: cut at line boundaries, stable from keystroke to keystroke."""
-from lsp_client.context import build
+from quickcode.lsp_client.context import build
 
 DOC = "".join(f"line_{i} = {i} * 2\n" for i in range(400))
 
@@ -52,9 +52,9 @@ def test_small_documents_are_whole():
 
 
 # ── bounded on any line length (issue 15 item 4)
-from lsp_client.context import LONG_LINE_STEP  # noqa: E402
-from protocol.budget import within_budget  # noqa: E402
-from protocol import Snippet  # noqa: E402
+from quickcode.lsp_client.context import LONG_LINE_STEP  # noqa: E402
+from quickcode.protocol.budget import within_budget  # noqa: E402
+from quickcode.protocol import Snippet  # noqa: E402
 
 MINIFIED = "var a=1;" * 25_000          # one 200 KB line
 

@@ -1,5 +1,5 @@
 """Adaptive debounce with virtual time (milliseconds passed in)."""
-from lsp_client.debounce import AdaptiveDebounce
+from quickcode.lsp_client.debounce import AdaptiveDebounce
 
 
 def test_fixed_base_when_not_adaptive():
@@ -148,9 +148,9 @@ def test_learning_can_be_turned_off_and_the_baseline_stays_fixed():
 def test_the_learnt_pauses_outlive_the_editor_session(tmp_path):
     import random
 
-    from lsp_client.clock import VirtualClock
-    from lsp_client.config import ClientConfig
-    from lsp_client.session import Session
+    from quickcode.lsp_client.clock import VirtualClock
+    from quickcode.lsp_client.config import ClientConfig
+    from quickcode.lsp_client.session import Session
     from tests.lsp_client.test_session_property import FakeChannel
 
     cfg = ClientConfig(state_dir=str(tmp_path), predictor=False)
@@ -184,7 +184,7 @@ def test_text_that_must_be_read_before_the_next_key_is_not_asked_for_between_fas
 
 
 def test_the_settings_reach_the_debounce():
-    from lsp_client.config import ClientConfig
+    from quickcode.lsp_client.config import ClientConfig
     d = AdaptiveDebounce()
     d.configure(ClientConfig(pause_read_ms=120, pause_wait_cap_ms=150, pause_min_chance=0.8))
     assert (d.read_ms, d.wait_cap_ms, d.min_chance) == (120, 150, 0.8)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from lsp_client.config import ClientConfig
-from lsp_client.docwords import SCAN_AFTER_CHARS, SCAN_BEFORE_CHARS, word_rest
-from lsp_client.session import Session
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.docwords import SCAN_AFTER_CHARS, SCAN_BEFORE_CHARS, word_rest
+from quickcode.lsp_client.session import Session
 from tests.lsp_client.test_hot_streak_waste import BEFORE
 from tests.lsp_client.test_session_property import URI, FakeChannel
 from tests.lsp_client.test_skip_word_chars import _session as _quiet_session, _typed_and_asked

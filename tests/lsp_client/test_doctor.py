@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lsp_client.doctor import EXIT_CODES, Check, exit_code, format_checks, parse_endpoint
+from quickcode.lsp_client.doctor import EXIT_CODES, Check, exit_code, format_checks, parse_endpoint
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ not even a WebSocket ping — a dead network as the client sees it; the language
 it by itself and answer the pending request empty, and reconnect once the backend runs again (SIGCONT). The
 times are printed, not compared with an expected speed.
 
-Here with lsp_client/: what the language server does when the backend dies.
+Here with quickcode/lsp_client/: what the language server does when the backend dies.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ import websockets
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from backend.launch import RunningBackend, free_port, stop_backend
+from quickcode.backend.launch import RunningBackend, free_port, stop_backend
 from tests.support import fake_serve
 from tests.conftest import ARTIFACTS
 from tests.lsp_client.test_lsp_e2e import capabilities, command, end_pos, inline_params, metric, open_doc, quiet_status

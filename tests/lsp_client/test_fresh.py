@@ -2,8 +2,8 @@
 is when sent — the rest of it at the cursor the user typed on to, or nothing."""
 from hypothesis import given, strategies as st
 
-from lsp_client.documents import Suggestion
-from lsp_client.fresh import moved_cursor, rebase, settled
+from quickcode.lsp_client.documents import Suggestion
+from quickcode.lsp_client.fresh import moved_cursor, rebase, settled
 
 DOC = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
 AT = DOC.index("return ") + len("return ")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from lsp_client.clock import VirtualClock
-from lsp_client.session import Session
-from lsp_client.config import ClientConfig
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.session import Session
+from quickcode.lsp_client.config import ClientConfig
 from tests.lsp_client.test_session_property import URI, FakeChannel
 
 BEFORE = "import os\n\n\ndef add(a, b):\n    total = "

@@ -1,5 +1,5 @@
 """In-flight reuse: which running request a new position can be served from."""
-from lsp_client.inflight import End, Fit, Flight, Inflight, still_fits
+from quickcode.lsp_client.inflight import End, Fit, Flight, Inflight, still_fits
 
 
 def flight(prefix="x = ", streamed="", finished=False, head="\n"):

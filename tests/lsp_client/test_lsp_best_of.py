@@ -10,7 +10,7 @@ import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from backend.fake_engine import FakeEngine, sample_marker
+from quickcode.backend.fake_engine import FakeEngine, sample_marker
 from tests.conftest import fake_settings
 from tests.support.lsp_held import connect
 from tests.lsp_client.test_lsp_e2e import inline_params, open_doc

@@ -18,7 +18,7 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from backend.fake_engine import FakeEngine, ManualClock
+from quickcode.backend.fake_engine import FakeEngine, ManualClock
 from tests.conftest import fake_settings
 from tests.lsp_client.test_lsp_e2e import command, inline_params, open_doc
 from tests.support.lsp_held import HANG_S, connect, status_if

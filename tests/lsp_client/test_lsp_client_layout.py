@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-LSP = Path(__file__).resolve().parents[2] / "lsp_client"
+LSP = Path(__file__).resolve().parents[2] / "quickcode" / "lsp_client"
 # `quickcode doctor` (issue 17) lives beside the language server but is not part of it: a command-line check that
 # times real connections with the wall clock. It is held to the size and import rules, not to the clock rule.
 NOT_THE_SERVER = {"doctor.py", "doctor_checks.py"}

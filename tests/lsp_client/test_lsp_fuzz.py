@@ -20,8 +20,8 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig
 
-from backend.fake_engine import FakeEngine
-from backend.settings import Settings
+from quickcode.backend.fake_engine import FakeEngine
+from quickcode.backend.settings import Settings
 from tests.lsp_client.test_lsp_e2e import capabilities, command
 
 pytestmark = pytest.mark.slow                       # ~90 s for the 2,000 cases

@@ -4,7 +4,8 @@ answers only what applies at the cursor the editor has when the answer arrives: 
 user typed into (its range at the new cursor), or nothing.
 
 A real LSP client (pytest-lsp) drives `quickcode lsp` (with the injected stall, tests/support/lsp_stall_server.py)
-against a real backend on the fake engine (backend/fake_engine.py), whose "model" continues a known file."""
+against a real backend on the fake engine (quickcode/backend/fake_engine.py), whose "model" continues a known
+file."""
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +16,8 @@ import pytest_lsp
 from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 
-from backend.fake_engine import FakeEngine
-from backend.settings import Settings
+from quickcode.backend.fake_engine import FakeEngine
+from quickcode.backend.settings import Settings
 from tests.lsp_client.test_lsp_e2e import capabilities, command, quiet_status
 
 URI = "file:///tmp/quickcode_stale/mod.py"

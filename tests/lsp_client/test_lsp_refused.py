@@ -16,7 +16,7 @@ from lsprotocol import types as T
 from pytest_lsp import ClientServerConfig, LanguageClient
 from websockets.sync.server import serve
 
-from backend.auth import hash_token
+from quickcode.backend.auth import hash_token
 from tests.lsp_client.test_lsp_e2e import capabilities, command, quiet_status
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"])

@@ -1,20 +1,20 @@
 """The prompt never exceeds the context the served model was trained on: the folder's metadata → the engine's
 context and prompt budget → the welcome → the language server's windows.
 
-Here with lsp_client/: the windows are the client's; the backend only reports the context."""
+Here with quickcode/lsp_client/: the windows are the client's; the backend only reports the context."""
 from __future__ import annotations
 
 import asyncio
 import json
 import random
 
-from backend.model_info import context_chars, model_info, prompt_budget_tokens, served_max_model_len
-from backend.settings import Settings
-from lsp_client.clock import VirtualClock
-from lsp_client.config import ClientConfig
-from lsp_client.context import window_chars
-from lsp_client.session import Session as LspSession
-from protocol import Welcome
+from quickcode.backend.model_info import context_chars, model_info, prompt_budget_tokens, served_max_model_len
+from quickcode.backend.settings import Settings
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.context import window_chars
+from quickcode.lsp_client.session import Session as LspSession
+from quickcode.protocol import Welcome
 from tests.lsp_client.test_session_property import FakeChannel
 
 

@@ -1,5 +1,5 @@
 """The one classifier of the place before the cursor, and the groupings its three users read from it."""
-from lsp_client.places import CHAR_CLASSES, Place, place_of
+from quickcode.lsp_client.places import CHAR_CLASSES, Place, place_of
 
 CASES = {   # line prefix → (debounce kind, pause point, predictor class)
     "": ("line", True, "none"), "    ": ("line", True, "none"),

@@ -1,7 +1,7 @@
 """Post-processing: what the editor shows for a raw model stream, read like the editor (║ = cursor)."""
 import pytest
 
-from lsp_client import postprocess as pp
+from quickcode.lsp_client import postprocess as pp
 from tests.support.cursor import at
 
 

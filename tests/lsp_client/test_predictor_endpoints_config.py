@@ -5,10 +5,10 @@ import socket
 
 from websockets.asyncio.server import serve
 
-from lsp_client.clock import REAL
-from lsp_client.config import ClientConfig
-from lsp_client.endpoints import EndpointChooser, probe_all
-from lsp_client.predictor import AcceptancePredictor, features
+from quickcode.lsp_client.clock import REAL
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.endpoints import EndpointChooser, probe_all
+from quickcode.lsp_client.predictor import AcceptancePredictor, features
 
 
 def test_predictor_starts_neutral_and_learns_to_skip_what_is_always_dismissed():

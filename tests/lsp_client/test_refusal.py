@@ -5,8 +5,8 @@ from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.frames import Close
 from websockets.http11 import Response
 
-from lsp_client.refusal import INCOMPATIBLE, TOKEN, Refused, check_welcome, classify
-from protocol import PROTOCOL_VERSION, Error, ErrorCode, ProtocolError, Welcome
+from quickcode.lsp_client.refusal import INCOMPATIBLE, TOKEN, Refused, check_welcome, classify
+from quickcode.protocol import PROTOCOL_VERSION, Error, ErrorCode, ProtocolError, Welcome
 
 
 def status(code: int) -> InvalidStatus:

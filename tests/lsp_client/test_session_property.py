@@ -19,12 +19,12 @@ import re
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from lsp_client.stream import Lost, Stream
-from lsp_client.clock import VirtualClock
-from lsp_client.config import ClientConfig
-from lsp_client.context import build
-from lsp_client.session import Session as LspSession
-from protocol import Complete, Done, FinishReason
+from quickcode.lsp_client.stream import Lost, Stream
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.context import build
+from quickcode.lsp_client.session import Session as LspSession
+from quickcode.protocol import Complete, Done, FinishReason
 
 URI = "file:///t.py"
 TARGET = ("import os\n\n\ndef add(a, b):\n    total = a + b\n    return total\n\n\n"
@@ -84,7 +84,7 @@ class FakeChannel:
         piece = rest[:n]
         if piece:
             self.sent[rid] += piece
-            from protocol import Chunk
+            from quickcode.protocol import Chunk
             self.streams[rid]._push(Chunk(id=rid, text=piece))
         if len(self.sent[rid]) == len(self.planned[rid]):
             self.streams[rid]._push(Done(id=rid, finish_reason=FinishReason.STOP))

@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from lsp_client.clock import VirtualClock
-from lsp_client.config import ClientConfig
-from lsp_client.places import chars_into_word
-from lsp_client.session import Session
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.places import chars_into_word
+from quickcode.lsp_client.session import Session
 from tests.lsp_client.test_hot_streak_waste import BEFORE, _settle
 from tests.lsp_client.test_session_property import URI, FakeChannel
 

@@ -1,8 +1,8 @@
-"""Neighbouring-file snippets (lsp_client/snippets.py): the most recently touched files are kept, the least
-recent evicted first, and windows of the other same-language files come back most similar first."""
+"""Neighbouring-file snippets (quickcode/lsp_client/snippets.py): the most recently touched files are kept,
+the least recent evicted first, and windows of the other same-language files come back most similar first."""
 from __future__ import annotations
 
-from lsp_client.snippets import NeighbourFiles
+from quickcode.lsp_client.snippets import NeighbourFiles
 
 PARSER = "def parse_header(stream):\n    header = stream.read_header()\n    return header\n"
 WRITER = "def write_record(stream, record):\n    stream.write_record(record)\n"

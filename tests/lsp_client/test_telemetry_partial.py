@@ -2,7 +2,7 @@
 report counts only what it adds, and a later whole accept (Tab, or typed through) only the rest."""
 from __future__ import annotations
 
-from lsp_client.telemetry import Outcomes, Shown
+from quickcode.lsp_client.telemetry import Outcomes, Shown
 
 
 def outcomes():

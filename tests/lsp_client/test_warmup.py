@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import random
 
-from lsp_client.clock import VirtualClock
-from lsp_client.session import Session
-from lsp_client.config import ClientConfig
-from lsp_client.context import build, first_window_end
-from protocol import Priority
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.session import Session
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.context import build, first_window_end
+from quickcode.protocol import Priority
 from tests.lsp_client.test_session_property import URI, FakeChannel
 
 LINE = "    value = compute(item, index)  # a line of forty-odd chars\n"

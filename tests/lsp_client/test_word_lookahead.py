@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-from lsp_client.clock import VirtualClock
-from lsp_client.config import ClientConfig, decode_tokens, max_words
-from lsp_client.session import Session
-from protocol import Done, FinishReason
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.config import ClientConfig, decode_tokens, max_words
+from quickcode.lsp_client.session import Session
+from quickcode.protocol import Done, FinishReason
 from tests.lsp_client.test_hot_streak_waste import BEFORE, _settle
 from tests.lsp_client.test_session_property import URI, FakeChannel
 from tests.lsp_client.test_word_unit import _ask

@@ -8,11 +8,11 @@ import random
 
 import pytest
 
-from lsp_client import postprocess as pp
-from lsp_client.clock import VirtualClock
-from lsp_client.config import ClientConfig
-from lsp_client.session import Session
-from protocol.words import words_end
+from quickcode.lsp_client import postprocess as pp
+from quickcode.lsp_client.clock import VirtualClock
+from quickcode.lsp_client.config import ClientConfig
+from quickcode.lsp_client.session import Session
+from quickcode.protocol.words import words_end
 from tests.support.cursor import at
 from tests.lsp_client.test_hot_streak_waste import BEFORE, _settle
 from tests.lsp_client.test_session_property import URI, FakeChannel
@@ -32,7 +32,7 @@ def test_the_next_word_carries_the_whitespace_and_punctuation_around_it(text, wo
     ("self.", 1, None), ("", 1, None), ("\n    total = 1", 1, 10), ("  ", 1, None), ("foo(a", 1, 4),
 ])
 def test_words_end_once_a_character_after_them_is_written(text, n, end):
-    """The server's `max_words` stop (protocol/words.py): the same words the client shows, complete only when a
+    """The server's `max_words` stop (quickcode/protocol/words.py): the same words the client shows, complete only when a
     character after them has arrived."""
     assert words_end(text, n) == end
     if end is not None:

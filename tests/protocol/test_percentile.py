@@ -1,4 +1,4 @@
-"""The one percentile (protocol/stats.py) is numpy's default (linear) method, pure Python."""
+"""The one percentile (quickcode/protocol/stats.py) is numpy's default (linear) method, pure Python."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from protocol.stats import percentile
+from quickcode.protocol.stats import percentile
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101])

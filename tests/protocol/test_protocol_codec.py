@@ -2,8 +2,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol import (Cancel, Chunk, Complete, Done, ErrorCode, FinishReason, Hello, Priority, ProtocolError, Snippet,
-                      Telemetry, TelemetryEvent, Timing, decode, encode)
+from quickcode.protocol import (Cancel, Chunk, Complete, Done, ErrorCode, FinishReason, Hello, Priority, ProtocolError, Snippet,
+                                Telemetry, TelemetryEvent, Timing, decode, encode)
 
 MESSAGES = [
     Hello(protocol_version=1, client="t"),

@@ -99,7 +99,7 @@ def test_no_module_is_over_350_lines(package):
 def test_the_wheel_and_both_sides_of_the_wire_report_one_version():
     import tomllib
 
-    import protocol
+    from quickcode import protocol
     import quickcode
 
     wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]

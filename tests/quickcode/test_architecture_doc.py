@@ -1,5 +1,5 @@
 """docs/architecture.md stays the map of the code (issue 47): its section on each flow names every module of the
-package that runs it, so a module added to `lsp_client/` or `backend/` without a place in the map fails here."""
+package that runs it, so a module added to `quickcode/lsp_client/` or `quickcode/backend/` without a place in the map fails here."""
 from __future__ import annotations
 
 import re

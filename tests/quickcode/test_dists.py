@@ -25,7 +25,7 @@ import pytest
 from lsprotocol import types as T
 from pygls.lsp.client import LanguageClient
 
-from protocol import __version__
+from quickcode.protocol import __version__
 from tests.conftest import REPO
 from tests.support.checkout import copy_checkout
 
@@ -123,13 +123,13 @@ def test_make_dist_builds_both_wheels_and_the_vsix(dist):
     lsp = zipfile.ZipFile(one(dist, f"quickcode_lsp-{__version__}-py3-none-any.whl"))
     tops = {name.split("/")[0] for name in lsp.namelist()}
     assert tops == LSP_PACKAGES | {f"quickcode_lsp-{__version__}.dist-info"}
-    assert "quickcode/demo.py" not in lsp.namelist() and "lsp_client/server.py" in lsp.namelist()
+    assert "quickcode/demo.py" not in lsp.namelist() and "quickcode/lsp_client/server.py" in lsp.namelist()
     assert not [n for n in lsp.namelist() if n.endswith((".safetensors", ".json", ".toml"))]
 
     full = zipfile.ZipFile(one(dist, f"quickcode-{__version__}-py3-none-any.whl"))
     names = set(full.namelist())
     assert {"backend/models/target/model.safetensors", "backend/configs/gpu-13b-int8.toml",
-            "backend/app.py", "lsp_client/server.py", "draft_model/__init__.py"} <= names
+            "quickcode/backend/app.py", "quickcode/lsp_client/server.py", "quickcode/draft_model/__init__.py"} <= names
 
     vsix = zipfile.ZipFile(one(dist, f"quickcode-{__version__}.vsix"))
     manifest = json.loads(vsix.read("extension/package.json"))

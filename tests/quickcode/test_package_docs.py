@@ -1,5 +1,5 @@
 """Each package's opening docstring is the map of its tree (issue 18): it names every module the package has, so
-a newcomer who reads `backend/__init__.py` knows every file in `ls backend`."""
+a newcomer who reads `quickcode/backend/__init__.py` knows every file in `ls backend`."""
 from __future__ import annotations
 
 import re

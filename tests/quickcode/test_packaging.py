@@ -98,7 +98,7 @@ def test_the_wheel_carries_the_models_and_configs(source, tmp_path):
     print(f"\n[full] base install: +{added_mib:.1f} MiB over an empty venv ({models_mib:.1f} MiB of it the models "
           f"the wheel carries); packages: {', '.join(sorted(pkgs))}")
     # the models and configs come with the wheel and are found there
-    r = subprocess.run([venv_bin(venv, "python"), "-c", "from backend.assets import models_dir, config_path; "
+    r = subprocess.run([venv_bin(venv, "python"), "-c", "from quickcode.backend.assets import models_dir, config_path; "
                         "print(models_dir()); print(config_path('gpu-13b-int8'))"],
                        cwd=tmp_path, capture_output=True, text=True, check=True,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})

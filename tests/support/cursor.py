@@ -1,5 +1,5 @@
 """Editor-like fixtures: a text with a cursor marker ║ (Tabby agent style)."""
-from lsp_client.context import Context, build
+from quickcode.lsp_client.context import Context, build
 
 CURSOR = "║"
 

@@ -15,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from backend import serve
-from backend.fake_engine import FakeEngine
-from backend.launch import RunningBackend
-from backend.settings import Settings
+from quickcode.backend import serve
+from quickcode.backend.fake_engine import FakeEngine
+from quickcode.backend.launch import RunningBackend
+from quickcode.backend.settings import Settings
 
 TOKENS = ("result", " =", " compute", "()", "\n")
 HOLD_S = 3600.0

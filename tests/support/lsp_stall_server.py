@@ -2,15 +2,16 @@
 `python -m tests.support.lsp_stall_server [quickcode lsp arguments]`, the stall from $QC_TEST_STALL_MS (default 300).
 
 The stall blocks the whole event loop (as a long CPU burst or a GC pause would): edits the editor sends
-meanwhile wait unread in the pipe, and the answer must still be checked against them (lsp_client/fresh.py)."""
+meanwhile wait unread in the pipe, and the answer must still be checked against them
+(quickcode/lsp_client/fresh.py)."""
 from __future__ import annotations
 
 import os
 import sys
 import time
 
-from lsp_client import session
-from lsp_client.cli import main
+from quickcode.lsp_client import session
+from quickcode.lsp_client.cli import main
 
 STALL_S = float(os.environ.get("QC_TEST_STALL_MS", "300")) / 1000
 _complete = session.Session.complete

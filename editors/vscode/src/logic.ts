@@ -1,12 +1,12 @@
 // Pure logic of the extension (no `vscode` import), tested with `node --test` (test/logic.test.mjs):
 // VS Code settings → the server's settings, the server launch, and the status-bar presentation.
 
-/** `quickcode.*` keys that are forwarded to the language server unchanged (lsp_client/config.py names, camelCase). */
+/** `quickcode.*` keys that are forwarded to the language server unchanged (quickcode/lsp_client/config.py names, camelCase). */
 export const FORWARDED_KEYS = [
   'enabled', 'languages', 'debounceMs', 'maxTokens', 'deadlineMs', 'multilineMaxLines', 'suggestionUnit',
 ] as const;
 
-/** What `$/quickcode/status` and `quickcode.status` carry (lsp_client/server.py `status()`); all optional. */
+/** What `$/quickcode/status` and `quickcode.status` carry (quickcode/lsp_client/server.py `status()`); all optional. */
 export interface ServerStatus {
   connected?: boolean;
   endpoint?: string;

@@ -1,5 +1,5 @@
 --- :checkhealth quickcode — is the plugin set up, does the server start, and why are completions empty?
---- The backend checks are `quickcode doctor` (lsp_client/doctor.py) run with this plugin's command, endpoints
+--- The backend checks are `quickcode doctor` (quickcode/lsp_client/doctor.py) run with this plugin's command, endpoints
 --- and token: reachable, TLS, ready, token, protocol version, model, latency — each with its fix.
 local M = {}
 

@@ -27,7 +27,7 @@ local defaults = {
   endpoints = nil, ---@type string[]?
   --- API token; nil = QUICKCODE_TOKEN from the environment.
   token = nil, ---@type string?
-  --- Any other setting of the server (lsp_client/config.py, camelCase or snake_case):
+  --- Any other setting of the server (quickcode/lsp_client/config.py, camelCase or snake_case):
   --- enabled, languages = { python = true, markdown = false, ['*'] = true }, debounceMs, maxTokens, ...
   settings = {},
   --- Filetypes to attach to; nil = every buffer that is a file (the server's `languages` decides).

@@ -1,5 +1,5 @@
 // A real VS Code (code-server) in Debian's headless Chromium, driven one command at a time over stdin/stdout
-// (one JSON object per line each way) — the editor of `quickcode bench vscode` (benchmarks/vscode_typing.py),
+// (one JSON object per line each way) — the editor of `quickcode bench vscode` (quickcode/benchmarks/vscode_typing.py),
 // whose developer decides each key from the ghost text the editor shows. Commands:
 //   {"op": "open", "file": "a.py"}      open a workspace file, cursor at its end, once the extension is connected
 //   {"op": "key", "text": "x"}          type one key: a character, or "\n" + the next line's indentation

@@ -1,0 +1,61 @@
+"""The embedded profiles: which models a bare `quickcode serve` serves, and why (a pure choice over the CPU).
+
+`default` is a pretrained code model taught fill-in-the-middle by our adapter, served INT8, built at set-up
+from a pinned registry wheel (scripts/setup.sh, docs/model-card.md); `light` is the 4.2M-parameter target this
+project trains from scratch, for CPUs where the default misses the typing budget. A profile fills in only
+the settings the operator left unset, and none when the operator names a model (a config file such as
+configs/gpu-13b-int8.toml, or `--set model=...`): that model is served with the settings' own defaults.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from quickcode.backend.assets import built_models_dir, models_dir
+
+PROFILE_NAMES = ("default", "light")
+
+
+def profile_settings(name: str) -> dict[str, object]:
+    """The settings profile `name` gives to every one of them the operator did not set."""
+    if name == "default":
+        built = built_models_dir()
+        return {"model": built / "smollm2-fim", "model_int8": built / "smollm2-fim-int8", "precision": "int8",
+                "fim_policy": "always", "max_model_len": 2048,
+                # compiled: a minute more at start, every prompt prefilled faster
+                # (docs/decisions.md#cpu-profile-compiled)
+                "enforce_eager": False}
+    if name == "light":
+        models = models_dir()
+        return {"model": models / "target", "model_int8": models / "target-int8", "precision": "bf16",
+                # the tiny target infills badly at line ends: FIM only mid-line (quickcode/backend/fim.py
+                # `uses_fim`)
+                "fim_policy": "mid_line", "max_model_len": None, "enforce_eager": True}
+    raise ValueError(f"no profile {name!r} (profiles: auto, {', '.join(PROFILE_NAMES)})")
+
+
+def choose_profile(setting: str, native_bf16_flags: list[str], gpu: bool,
+                   built: bool = True) -> tuple[str, str]:
+    """(profile, why) for the `profile` setting: `auto` serves the default on a GPU or a CPU that computes
+    bf16 natively, and the light profile where bf16 would be emulated (the default's cold prompts there take
+    seconds, docs/decisions.md#profile-auto) or where the default's model is not built (`built`)."""
+    if setting != "auto":
+        return setting, f"profile = {setting!r} was set"
+    if not built:
+        return "light", ("auto: the default's model is not built here (scripts/setup.sh builds it into "
+                         f"{built_models_dir()})")
+    if gpu:
+        return "default", "auto: a GPU"
+    if native_bf16_flags:
+        return "default", f"auto: this CPU computes bf16 natively ({', '.join(native_bf16_flags)})"
+    return "light", ("auto: this CPU would emulate bf16, where the default misses the typing budget "
+                     "(set profile = \"default\" to serve it anyway)")
+
+
+def default_built() -> bool:
+    """The default profile's served folder is there (set-up built it)."""
+    return (built_models_dir() / "smollm2-fim-int8" / "config.json").is_file()
+
+
+def has_gpu() -> bool:
+    """An NVIDIA device node: enough to tell a GPU machine from a CPU one without importing torch."""
+    return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
