@@ -26,14 +26,14 @@ COMMANDS = {
 EXTRAS = {"serve": "cpu", "token": "server", "demo": "cpu", "model": "train", "bench": "bench",
           "report": "bench"}
 # the full package's own modules, absent from the language-server distribution
-FULL_ONLY = ("backend", "draft_model", "benchmarks", "quickcode.demo")
+FULL_ONLY = ("quickcode.backend", "quickcode.draft_model", "quickcode.benchmarks", "quickcode.demo")
 
 
 def missing_module_message(name: str, err: ModuleNotFoundError) -> str:
     """Why `quickcode NAME` cannot run here, and what to install: the full package, or the extra it lacks."""
     missing = err.name or str(err)
     extra = EXTRAS.get(name, "cpu")
-    if missing in FULL_ONLY or missing.split(".")[0] in FULL_ONLY:
+    if missing in FULL_ONLY or missing.startswith(tuple(f"{m}." for m in FULL_ONLY)):
         return (f"quickcode {name}: this is the language-server package (quickcode-lsp: `quickcode lsp` and "
                 f"`quickcode doctor` only). `{name}` is part of the full quickcode package: from a "
                 f"checkout, `pip install '.[{extra}]'` (or the quickcode wheel of `make dist`, "

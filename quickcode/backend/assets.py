@@ -1,16 +1,17 @@
 """Where the shipped models and configs are: the checkout's models/ and configs/ when the code runs from one,
-else the copies an installed wheel carries as backend/models/ and backend/configs/ (pyproject.toml)."""
+else the copies an installed wheel carries as quickcode/backend/models/ and quickcode/backend/configs/
+(pyproject.toml)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent
-CHECKOUT = _HERE.parent
+CHECKOUT = _HERE.parents[1]   # quickcode/backend/ → the checkout
 
 
 def models_dir() -> Path:
-    """$QUICKCODE_MODELS_DIR, else the checkout's models/, else the wheel's backend/models/."""
+    """$QUICKCODE_MODELS_DIR, else the checkout's models/, else the wheel's quickcode/backend/models/."""
     if os.environ.get("QUICKCODE_MODELS_DIR"):
         return Path(os.environ["QUICKCODE_MODELS_DIR"])
     if (CHECKOUT / "models" / "target" / "quickcode_fim.json").is_file():

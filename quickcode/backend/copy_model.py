@@ -7,7 +7,7 @@ snippets, FIM tokens) plus what was generated so far; the target's distribution 
 p = (1 − λ_n) p_model + λ_n p_copy, λ by the length of the match (issue 14, item 4; measured in
 `quickcode bench copy` in PyTorch and `quickcode bench quality --arm copy:copy_lambdas=...` served).
 
-Pure: no vLLM here (backend/vllm_copy.py wraps it as a vLLM logits processor).
+Pure: no vLLM here (quickcode/backend/vllm_logits.py wraps it as a vLLM logits processor).
 """
 from __future__ import annotations
 

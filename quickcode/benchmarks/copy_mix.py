@@ -8,7 +8,7 @@ of the match. Greedy decoding in PyTorch of the first line (what the served exac
 HumanEval single-line infilling (`bench quality`'s seeded subset) and the held-out FIM cases of the model's
 data; every λ setting against plain decoding on the same cases (wins / losses: cases only one of the two got).
 A screen in PyTorch with the served functions (quickcode/backend/copy_model.py); served through vLLM it is the
-logits processor of backend/vllm_copy.py (`copy_lambdas`), measured by `quickcode bench quality --arm`.
+logits processor of quickcode/backend/vllm_logits.py (`copy_lambdas`), measured by `quickcode bench quality --arm`.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def first_line(model, prompt: list[int], lam, stop: frozenset[int], exclude: fro
     logits = model(input_ids=torch.tensor([prompt]), past_key_values=cache, use_cache=True).logits[0, -1]
     out: list[int] = []
     for _ in range(max_new):
-        if lam is not None:        # the served logits processor's own functions (backend/vllm_copy.py)
+        if lam is not None:        # the served logits processor's own functions (quickcode/backend/vllm_logits.py)
             logits = mix_logits(logits.float(), *copy_distribution(prompt + out, max_n, exclude), lam)
         nxt = int(logits.argmax())
         out.append(nxt)

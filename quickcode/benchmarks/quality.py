@@ -593,8 +593,9 @@ def _piece_key(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
-SERVING_CODE = ("backend", "protocol", "quickcode/benchmarks/quality.py")    # what answers /v1/completions, and how it is asked
-OFFLINE_CODE = ("draft_model", "quickcode/backend/fim.py", "quickcode/benchmarks/quality.py")   # the PyTorch figures
+# what answers /v1/completions, and how it is asked; what the PyTorch figures come from
+SERVING_CODE = ("quickcode/backend", "quickcode/protocol", "quickcode/benchmarks/quality.py")
+OFFLINE_CODE = ("quickcode/draft_model", "quickcode/backend/fim.py", "quickcode/benchmarks/quality.py")
 
 
 def code_digest(paths: tuple[str, ...], root: Path = REPO) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from quickcode.protocol.stats import percentile   # the benchmarks take it from here
 
-REPORTS = Path(__file__).resolve().parent / "reports"
+REPORTS = Path(__file__).resolve().parents[2] / "benchmarks" / "reports"   # the checkout's report folder
 
 
 def source_digest(files) -> str:
