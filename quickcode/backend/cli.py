@@ -80,7 +80,8 @@ def settings_from_args(args: argparse.Namespace):
     try:
         return Settings(**overrides)
     except ValidationError as e:   # an operator's typo: which setting, what it takes, not a traceback
-        raise SystemExit("quickcode serve: bad settings (--set, QUICKCODE_*, --config; quickcode/backend/settings.py)\n"
+        raise SystemExit("quickcode serve: bad settings (--set, QUICKCODE_*, --config; "
+                         "quickcode/backend/settings.py)\n"
                          + "\n".join(_setting_error(err) for err in e.errors())) from None
     except tomllib.TOMLDecodeError as e:
         config = os.environ.get("QUICKCODE_CONFIG")

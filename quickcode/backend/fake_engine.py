@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterable
 
 from quickcode.backend.engine import Delta, EngineStats, load_tokenizer
-from quickcode.backend.fake_clock import Clock, ManualClock, RealClock  # noqa: F401 — tests take ManualClock from here
+from quickcode.backend.fake_clock import Clock, ManualClock, RealClock  # noqa: F401 — for the tests
 from quickcode.backend.model_info import served_max_model_len
 from quickcode.backend.settings import Settings
 

@@ -42,7 +42,7 @@ class Settings(BaseSettings):
 
     # ── models
     profile: Literal["auto", "default", "light"] = "auto"
-    """The embedded profile that fills in the model settings left unset (quickcode/backend/profiles.py); auto:
+    """The embedded profile that fills in the unset model settings (quickcode/backend/profiles.py); auto:
     default where this machine runs it within the typing budget, else light (docs/decisions.md#profile-auto);
     naming a model or model_int8: none."""
     model: Path = MODELS / "target"

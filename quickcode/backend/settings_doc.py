@@ -160,16 +160,18 @@ def help_text(width: int = HELP_WIDTH) -> str:
 def markdown(width: int = 118) -> str:
     """docs/settings.md: a section per `# ──` group, an entry per setting."""
     out = ["# Settings reference", "",
-           "<!-- Generated from quickcode/backend/settings.py by quickcode/backend/settings_doc.py; do not edit. Regenerate with",
+           "<!-- Generated from quickcode/backend/settings.py by quickcode/backend/settings_doc.py; do not",
+           "     edit. Regenerate with",
            "     quickcode serve --settings-markdown > docs/settings.md",
            "     (tests/backend/test_settings_doc.py fails when this file and the code differ). -->", "",
-           "Every setting of `quickcode serve`, in the order of `quickcode/backend/settings.py`. Set one with",
-           "`--set NAME=VALUE`, the environment variable `QUICKCODE_NAME`, or `NAME = VALUE` in a TOML file",
-           "given by `--config` (or `QUICKCODE_CONFIG`); the environment wins over the file (a list is JSON",
-           "there: `QUICKCODE_ALLOWED_ORIGINS='[\"https://a.example\"]'`). Paths are relative to the",
+           "Every setting of `quickcode serve`, in the order of `quickcode/backend/settings.py`. Set one",
+           "with `--set NAME=VALUE`, the environment variable `QUICKCODE_NAME`, or `NAME = VALUE` in a TOML",
+           "file given by `--config` (or `QUICKCODE_CONFIG`); the environment wins over the file (a list is",
+           "JSON there: `QUICKCODE_ALLOWED_ORIGINS='[\"https://a.example\"]'`). Paths are relative to the",
            "checkout; `models/` is the checkout's models folder (or the installed package's copy). The",
            "model settings a bare `quickcode serve` leaves unset are filled in by its `profile`",
-           "(quickcode/backend/profiles.py), unless a model is named: what each profile gives is said beside them.", ""]
+           "(quickcode/backend/profiles.py), unless a model is named: what each profile gives is said",
+           "beside them.", ""]
     for section, docs in _by_section(settings_docs()).items():
         out += [f"## {section}", ""]
         for d in docs:
@@ -186,5 +188,5 @@ def markdown(width: int = 118) -> str:
     return "\n".join(out)
 
 
-if __name__ == "__main__":   # `python -m quickcode.backend.settings_doc`: as `quickcode serve --settings-markdown`
+if __name__ == "__main__":   # as `quickcode serve --settings-markdown`
     print(markdown(), end="")

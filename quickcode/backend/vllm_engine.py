@@ -29,7 +29,7 @@ from quickcode.backend.settings import Settings
 
 log = logging.getLogger("quickcode.engine")
 ENGINE_SHUTDOWN_TIMEOUT_S = 2.0
-LOGITS_FQCN = "quickcode.backend.vllm_logits:QuickcodeLogitsProcessor"   # vLLM imports it in the engine process
+LOGITS_FQCN = "quickcode.backend.vllm_logits:QuickcodeLogitsProcessor"   # imported in vLLM's engine process
 
 
 def stat_logger_factory(stats: EngineStats):
