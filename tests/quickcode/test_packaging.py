@@ -98,8 +98,8 @@ def test_the_wheel_carries_the_models_and_configs(source, tmp_path):
     print(f"\n[full] base install: +{added_mib:.1f} MiB over an empty venv ({models_mib:.1f} MiB of it the models "
           f"the wheel carries); packages: {', '.join(sorted(pkgs))}")
     # the models and configs come with the wheel and are found there
-    r = subprocess.run([venv_bin(venv, "python"), "-c", "from quickcode.backend.assets import models_dir, config_path; "
-                        "print(models_dir()); print(config_path('gpu-13b-int8'))"],
+    r = subprocess.run([venv_bin(venv, "python"), "-c", "from quickcode.backend.assets import models_dir, "
+                        "config_path; print(models_dir()); print(config_path('gpu-13b-int8'))"],
                        cwd=tmp_path, capture_output=True, text=True, check=True,
                        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     models, config = (Path(line) for line in r.stdout.split())
@@ -108,6 +108,12 @@ def test_the_wheel_carries_the_models_and_configs(source, tmp_path):
         for f in ("config.json", "model.safetensors", "tokenizer.json", "quickcode_fim.json"):
             assert (models / name / f).read_bytes() == (REPO / "models" / name / f).read_bytes()
     assert config.read_text() == (REPO / "configs" / "gpu-13b-int8.toml").read_text()
+    # the wheel installs one top-level package (issue 48): nothing generic such as `backend` beside it
+    r = subprocess.run([venv_bin(venv, "python"), "-c", "import importlib.metadata as m; "
+                        "print(sorted({f.parts[0] for f in m.files('quickcode') if f.parts[0] != '..'}))"],
+                       cwd=tmp_path, capture_output=True, text=True, check=True,
+                       env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert r.stdout.strip() == str(["quickcode", f"quickcode-{pkgs['quickcode']}.dist-info"])
 
 
 def test_pipx_installs_the_quickcode_command(source, tmp_path):
