@@ -36,7 +36,7 @@ wheel() {  # wheel DIR: build DIR's wheel into dist/
 }
 
 build_lsp() {
-  log "quickcode-lsp wheel (lsp_client, protocol, the quickcode command)"
+  log "quickcode-lsp wheel (quickcode.lsp_client, quickcode.protocol, the quickcode command)"
   local dir=$STAGE/lsp
   copy_tracked "$dir" quickcode/lsp_client quickcode/protocol quickcode/__init__.py quickcode/__main__.py \
     quickcode/cli.py
