@@ -438,7 +438,7 @@ def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_p
         probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], ctr, "--", "python3", "-c",
                          "import os, quickcode.backend.assets as a; print(os.getuid(), a.models_dir())")
         uid, models = probe.split()
-        assert uid == "1000" and models == "/opt/quickcode/lib/python3.11/site-packages/backend/models", probe
+        assert uid == "1000" and models == "/opt/quickcode/lib/python3.11/site-packages/quickcode/backend/models", probe
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
