@@ -31,7 +31,7 @@ setup_core() {
     .venv/bin/pip install -q -c requirements/lock-cpu.txt -e '.[cpu,dev]'
     # PyPI's torchvision/torchaudio/torchcodec break `import transformers` beside torch 2.13.0+cpu
     .venv/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
-    .venv/bin/python -c "import vllm, transformers, pygls, protocol, backend, lsp_client" 2>/dev/null
+    .venv/bin/python -c "import vllm, transformers, pygls, quickcode.protocol, quickcode.backend, quickcode.lsp_client" 2>/dev/null
     touch "$STAMPS/core"
   fi
 }
