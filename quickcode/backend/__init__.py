@@ -7,8 +7,12 @@ Read in the order of a request:
                  /v1/ws
   session.py     one WebSocket: hello/welcome, frames in → the service, frames out in order
   service.py     validate → tokenize → schedule → stream from the engine → end exactly once
-  checks.py      what a `complete` may ask: each field within its bounds, or a typed error
+  live_request.py  a request while it lives: its sink, prompt, times and counts, its `Timing`
+  checks.py      what a `complete` or an `edit` may ask: each field within its bounds, or a typed error
   fim.py         prefix/suffix/snippets → prompt token ids within the budget (token healing)
+  edit_prompt.py a next edit's prompt (Zeta's layout: recent edits, then the excerpt with its editable
+                 region and cursor marked) and the model's rewritten region → the smallest replacement
+  next_edit.py   a next edit on the engine: the region's rewrite streamed to its end marker
   eol.py         line endings: the model is shown LF only
   fim_templates.py   each model family's FIM template, by its special tokens
   segments.py        fast exact tokenization by line segments, cut at line boundaries

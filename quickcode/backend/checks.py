@@ -1,15 +1,17 @@
-"""What a `Complete` may ask, checked before anything is spent on it: each bad field a typed error that
-names it (the client's request is refused, the session lives on)."""
+"""What a `Complete` or an `Edit` may ask, checked before anything is spent on it: each bad field a typed
+error that names it (the client's request is refused, the session lives on)."""
 from __future__ import annotations
 
 import re
 
 from quickcode.backend import best_of
 from quickcode.backend.settings import Settings
-from quickcode.protocol import Complete, ErrorCode, ProtocolError
+from quickcode.protocol import Complete, Edit, ErrorCode, ProtocolError
 
 MAX_STOP_STRINGS, MAX_STOP_CHARS = 8, 64
 MAX_PATH_CHARS = 4096      # PATH_MAX: a file-token template encodes the path (outside max_prompt_chars)
+MAX_EDIT_EVENTS = 64       # recent edits of one next-edit request (the client keeps fewer)
+MAX_REGION_CHARS = 8192    # an editable region: the model writes it whole again, so it stays a few lines
 _SURROGATE = re.compile("[\ud800-\udfff]")     # no valid text holds one alone (a tokenizer raises on it)
 
 
@@ -52,5 +54,30 @@ def check_complete(msg: Complete, s: Settings) -> None:
     texts = (msg.prefix, msg.suffix, msg.path, msg.language, *msg.stop,
              *(t for sn in msg.snippets for t in (sn.path, sn.text)))
     if any(map(_lone_surrogate, texts)):
+        raise ProtocolError(ErrorCode.BAD_VALUE, "the text holds a lone UTF-16 surrogate: not valid Unicode",
+                            msg.id)
+
+
+def check_edit(msg: Edit, s: Settings) -> None:
+    """Raise ProtocolError for the first field of a next-edit request out of its bounds."""
+    if not 0 < msg.max_tokens <= s.max_tokens_limit:
+        raise ProtocolError(
+            ErrorCode.MAX_TOKENS_TOO_LARGE,
+            f"max_tokens must be 1..{s.max_tokens_limit}, got {msg.max_tokens}", msg.id)
+    if len(msg.region) > MAX_REGION_CHARS:
+        raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
+                            f"an editable region is at most {MAX_REGION_CHARS} characters", msg.id)
+    if not 0 <= msg.cursor_chars <= len(msg.region):
+        raise ProtocolError(ErrorCode.BAD_VALUE, "cursor_chars must lie within the region", msg.id)
+    if len(msg.events) > MAX_EDIT_EVENTS:
+        raise ProtocolError(ErrorCode.BAD_VALUE, f"events: at most {MAX_EDIT_EVENTS}", msg.id)
+    chars = len(msg.region) + len(msg.before) + len(msg.after) + sum(map(len, msg.events))
+    if chars > s.max_prompt_chars:
+        raise ProtocolError(ErrorCode.PROMPT_TOO_LONG,
+                            f"prompt of {chars} characters exceeds {s.max_prompt_chars}", msg.id)
+    if len(msg.path) > MAX_PATH_CHARS or len(msg.language) > MAX_PATH_CHARS:
+        raise ProtocolError(ErrorCode.BAD_VALUE, f"path and language: at most {MAX_PATH_CHARS} characters",
+                            msg.id)
+    if any(map(_lone_surrogate, (msg.region, msg.before, msg.after, msg.path, msg.language, *msg.events))):
         raise ProtocolError(ErrorCode.BAD_VALUE, "the text holds a lone UTF-16 surrogate: not valid Unicode",
                             msg.id)

@@ -12,59 +12,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
-from quickcode.backend import best_of, logs, metrics
-from quickcode.backend.checks import check_complete
+from quickcode.backend import best_of, logs, metrics, next_edit
+from quickcode.backend.checks import check_complete, check_edit
+from quickcode.backend.edit_prompt import edit_prompt
 from quickcode.backend.engine import Engine
 from quickcode.backend.fim import Healed, complete_prompt
+from quickcode.backend.live_request import Request, Sink
 from quickcode.backend.model_info import context_chars, model_info, prompt_budget_tokens
 from quickcode.backend.ratelimit import TokenBuckets
 from quickcode.backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
 from quickcode.backend.settings import Settings
 from quickcode.backend.telemetry import TelemetryRecorder
 from quickcode.backend.tenancy import Tenancy
-from quickcode.protocol import (Chunk, Complete, Done, Error, ErrorCode, FinishReason, Message, Priority,
-                                ProtocolError, Timing)
+from quickcode.protocol import (Chunk, Complete, Done, Edit, Error, ErrorCode, FinishReason, Priority,
+                                ProtocolError, Replace)
 from quickcode.protocol.words import words_end
 
 log = logging.getLogger("quickcode.service")
 _VLLM_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH, "abort": FinishReason.CANCELLED}
 _END_REASON = {Reason.SUPERSEDED: FinishReason.SUPERSEDED, Reason.SHED: FinishReason.SHED,
                Reason.CANCELLED: FinishReason.CANCELLED}
-
-
-class Sink(Protocol):
-    def send(self, msg: Message) -> None: ...
-
-
-@dataclass
-class Request:
-    key: tuple[str, str]
-    engine_id: str
-    sink: Sink
-    msg: Complete
-    user: str
-    prompt_ids: list[int]
-    t_recv: float
-    tokenize_ms: float
-    t_queued: float = 0.0
-    t_start: float | None = None
-    t_first: float | None = None
-    t_first_chunk: float | None = None
-    t_second: float | None = None
-    t_last: float | None = None
-    output_tokens: int = 0
-    cached_tokens: int = 0
-    spec_proposed: int = 0
-    spec_accepted: int = 0
-    healed: Healed = field(default_factory=lambda: Healed(""))
-    cache_salt: str | None = None        # the user's tenant (tenancy.py): whose cached blocks it may hit
-    route: str = "ws"                    # how it came: the WebSocket, or the HTTP path (the access log's)
-    task: asyncio.Task | None = None
-    ended: bool = False
-    written: str = ""                    # the text sent, kept only for `max_words`
 
 
 class CompletionService:
@@ -121,17 +90,25 @@ class CompletionService:
         return context_chars(self.prompt_budget_tokens, self.chars_per_token)
 
     # ── client events
-    def submit(self, sink: Sink, session_id: str, user: str, msg: Complete, t_recv: float,
+    def submit(self, sink: Sink, session_id: str, user: str, msg: Complete | Edit, t_recv: float,
                prompt_ids: list[int] | None = None, route: str = "ws") -> None:
-        """Validate and schedule `msg`; a refusal raises ProtocolError (the caller sends it as an error
-        frame). `prompt_ids`: a prompt the client templated itself (its own FIM tokens, compat endpoints),
-        used as is; `route`: the HTTP path it came by (the access log's)."""
+        """Validate and schedule `msg` (a completion, or a next edit: the same scheduler, supersede and
+        shedding); a refusal raises ProtocolError (the caller sends it as an error frame). `prompt_ids`: a
+        prompt the client templated itself (its own FIM tokens, compat endpoints), used as is; `route`: the
+        HTTP path it came by (the access log's)."""
         key = (session_id, msg.id)
         self._validate(key, session_id, user, msg)
         t0 = time.perf_counter()
         template = self.engine.template
-        max_tokens = 1 if msg.prefill_only else msg.max_tokens
         budget = self.prompt_budget_tokens
+        if isinstance(msg, Edit):       # the region is written again whole: room for all of it in the context
+            room = self.engine.max_model_len - msg.max_tokens if self.engine.max_model_len else budget
+            ids = edit_prompt(msg, self.engine.tokenizer, template.bos_id, min(budget, room))
+            return self._schedule(Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, 0.0,
+                                          cache_salt=self.salt_for(user), route=route),
+                                  t0, Job(key, user, len(ids), msg.max_tokens,
+                                          prefetch=msg.priority == Priority.PREFETCH))
+        max_tokens = 1 if msg.prefill_only else msg.max_tokens
         healed = ""
         if prompt_ids is not None:
             if len(prompt_ids) > budget:
@@ -141,14 +118,19 @@ class CompletionService:
             ids = list(prompt_ids)
         else:
             ids, healed = complete_prompt(msg, self.s, self.engine.tokenizer, template, budget)
-        now = time.perf_counter()
-        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, (now - t0) * 1000,
-                      t_queued=now, healed=Healed(healed), cache_salt=self.salt_for(user), route=route)
-        metrics.TOKENIZE.observe(now - t0)
-        self.requests[key] = req
+        req = Request(key, f"{session_id}:{msg.id}", sink, msg, user, ids, t_recv, 0.0,
+                      healed=Healed(healed), cache_salt=self.salt_for(user), route=route)
         prefetch = msg.priority == Priority.PREFETCH or msg.prefill_only
         job = best_of.job(key, user, msg, len(ids), prefetch) if best_of.wanted(msg) else \
             Job(key, user, len(ids), max_tokens, prefetch=prefetch)
+        self._schedule(req, t0, job)
+
+    def _schedule(self, req: Request, t0: float, job: Job) -> None:
+        """`req` (tokenized since `t0`) is live: the scheduler decides when it runs."""
+        now = time.perf_counter()
+        req.tokenize_ms, req.t_queued = (now - t0) * 1000, now
+        metrics.TOKENIZE.observe(now - t0)
+        self.requests[req.key] = req
         self._apply(self.sched.submit(job, now))
         self._wake.set()
 
@@ -167,7 +149,7 @@ class CompletionService:
                 self._end(req, FinishReason.CANCELLED, abort=True)
 
     # ── internals
-    def _validate(self, key, session_id: str, user: str, msg: Complete) -> None:
+    def _validate(self, key, session_id: str, user: str, msg: Complete | Edit) -> None:
         if self.closing:
             raise ProtocolError(ErrorCode.SHUTTING_DOWN, "the server is shutting down", msg.id)
         if not self.engine.ready:
@@ -175,7 +157,7 @@ class CompletionService:
         if key in self.requests:
             raise ProtocolError(ErrorCode.DUPLICATE_ID,
                                 f"request {msg.id!r} is still running in this session", msg.id)
-        check_complete(msg, self.s)
+        check_edit(msg, self.s) if isinstance(msg, Edit) else check_complete(msg, self.s)
         if sum(1 for k in self.requests if k[0] == session_id) >= self.s.max_requests_per_session:
             raise ProtocolError(ErrorCode.RATE_LIMITED, "too many requests in flight in this session", msg.id)
         if not self.limits.take(user):
@@ -198,6 +180,8 @@ class CompletionService:
     async def _run(self, req: Request, priority: int) -> None:
         msg = req.msg
         finish, stopped = FinishReason.STOP, False
+        if isinstance(msg, Edit):
+            return await self._run_edit(req, priority)
         if best_of.wanted(msg):
             return await self._run_best_of(req, priority)
         try:
@@ -208,18 +192,7 @@ class CompletionService:
                 len(self.engine.tokenizer.encode(healed, add_special_tokens=False).ids) if healed else 0)
             async for d in self.engine.generate(req.engine_id, req.prompt_ids, max_tokens,
                                                 msg.stop, msg.temperature, priority, req.cache_salt, healed):
-                now = time.perf_counter()
-                if req.t_first is None:
-                    req.t_first = now
-                    req.cached_tokens = d.num_cached_tokens
-                    self._observe_prefill(req, len(req.prompt_ids) - d.num_cached_tokens, now)
-                elif req.t_second is None:
-                    req.t_second = now
-                # a remote engine says the cached count on the last delta only (its prefill sample above
-                # counted the whole prompt, as the scheduler's forecast does)
-                req.cached_tokens = max(req.cached_tokens, d.num_cached_tokens)
-                req.t_last = now
-                req.output_tokens += d.num_tokens
+                now = self._delta_seen(req, d)
                 text = req.healed.feed(d.text)
                 if text is None:                 # the model did not write the healed text: nothing to show
                     metrics.HEAL_DISAGREED.inc()  # (never with heal_token's mask, but under speculation)
@@ -248,6 +221,38 @@ class CompletionService:
             self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
         if not msg.prefill_only and finish in (FinishReason.STOP, FinishReason.LENGTH):
             self.sched.rates.observe_output(req.output_tokens, msg.max_tokens)
+        self._end(req, finish, abort=stopped)
+        self._apply(self.sched.finished(req.key, time.perf_counter()))
+
+    def _delta_seen(self, req: Request, d) -> float:
+        """Time and count one streamed delta of `req` (the prefill sample on its first); the time now."""
+        now = time.perf_counter()
+        if req.t_first is None:
+            req.t_first = now
+            req.cached_tokens = d.num_cached_tokens
+            self._observe_prefill(req, len(req.prompt_ids) - d.num_cached_tokens, now)
+        elif req.t_second is None:
+            req.t_second = now
+        # a remote engine says the cached count on the last delta only (its prefill sample above
+        # counted the whole prompt, as the scheduler's forecast does)
+        req.cached_tokens = max(req.cached_tokens, d.num_cached_tokens)
+        req.t_last = now
+        req.output_tokens += d.num_tokens
+        return now
+
+    async def _run_edit(self, req: Request, priority: int) -> None:
+        """A next edit (quickcode/backend/next_edit.py): one `replace` (none: no edit), then `done`."""
+        try:   # (a CancelledError passes: ended by _end, which sent the terminal frame)
+            change, finish, stopped = await next_edit.rewrite(
+                self.engine, req.msg, req.engine_id, req.prompt_ids, priority, req.cache_salt,
+                lambda d: (self._delta_seen(req, d), self.sched.progress(req.key, req.output_tokens)))
+        except Exception as e:
+            return self._engine_failed(req, e)
+        if req.output_tokens > 1 and req.t_first is not None:
+            self.sched.rates.observe_decode(req.output_tokens - 1, req.t_last - req.t_first)
+        if change is not None:
+            req.t_first_chunk = time.perf_counter()
+            req.sink.send(Replace(id=req.msg.id, start_chars=change[0], end_chars=change[1], text=change[2]))
         self._end(req, finish, abort=stopped)
         self._apply(self.sched.finished(req.key, time.perf_counter()))
 
@@ -297,7 +302,7 @@ class CompletionService:
             req.task.cancel()  # AsyncLLM aborts the engine request when its consumer is cancelled
         if abort and req.t_start is not None:
             asyncio.get_running_loop().create_task(self.engine.abort(req.engine_id))
-        timing = self.timing(req)
+        timing = req.timing()
         prefill_s = req.t_first - req.t_start if req.t_first is not None and req.t_start is not None else None
         metrics.request_ended(reason.value, self.user_label(req.user), timing, prefill_s,
                               self.s.ttft_budget_ms)
@@ -309,24 +314,6 @@ class CompletionService:
             req.sink.send(error)
         else:
             req.sink.send(Done(id=req.msg.id, finish_reason=reason, timing=timing))
-
-    def timing(self, req: Request) -> Timing:
-        now = time.perf_counter()
-        start = req.t_start
-        gen_s = (req.t_last - req.t_first) if req.t_first and req.t_last else 0.0
-        return Timing(
-            queue_ms=round(((start or now) - req.t_queued) * 1000, 3),
-            tokenize_ms=round(req.tokenize_ms, 3),
-            ttft_ms=round((req.t_first - start) * 1000, 3) if req.t_first and start else 0.0,
-            first_decode_ms=round((req.t_second - req.t_first) * 1000, 3) if req.t_second else 0.0,
-            generate_ms=round(gen_s * 1000, 3),
-            total_ms=round((now - req.t_recv) * 1000, 3),
-            prompt_tokens=len(req.prompt_ids), cached_tokens=req.cached_tokens,
-            output_tokens=req.output_tokens,
-            tokens_per_s=round((req.output_tokens - 1) / gen_s, 1)
-            if gen_s > 0 and req.output_tokens > 1 else 0.0,
-            spec_proposed=req.spec_proposed, spec_accepted=req.spec_accepted,
-        )
 
     def _gauges(self) -> None:
         metrics.QUEUED.set(len(self.sched.queue))

@@ -15,7 +15,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from quickcode.backend import metrics
 from quickcode.backend.service import CompletionService
 from quickcode.backend.settings import Settings
-from quickcode.protocol import (PROTOCOL_VERSION, Cancel, Complete, Error, ErrorCode, Hello, Message,
+from quickcode.protocol import (PROTOCOL_VERSION, Cancel, Complete, Edit, Error, ErrorCode, Hello, Message,
                                 ProtocolError, Telemetry, Welcome, decode, encode)
 
 log = logging.getLogger("quickcode.session")
@@ -129,7 +129,7 @@ class Session:
             t_recv = time.perf_counter()
             try:
                 msg = decode(_payload(frame), self.s.max_frame_bytes)
-                if isinstance(msg, Complete):
+                if isinstance(msg, (Complete, Edit)):
                     self.service.submit(self, self.id, self.user, msg, t_recv)
                 elif isinstance(msg, Cancel):
                     self.service.cancel(self.id, msg.id)

@@ -1,5 +1,6 @@
 """A suggestion → what the editor receives: an inline completion item (always with a range: VS Code hides items
-without one, Emacs lsp-mode errors), or for clients without inline completion one completion-menu item."""
+without one, Emacs lsp-mode errors), or for clients without inline completion one completion-menu item; and a
+next edit as a `textDocument/copilotInlineEdit` edit or an inline completion with a range."""
 from __future__ import annotations
 
 import re
@@ -48,3 +49,19 @@ def escape_snippet(text: str) -> str:
     """Plain text as an LSP snippet that expands to exactly that text; with no tab stop the cursor ends after it
     (a trailing `$0` would show in clients that use the snippet text as the menu word, e.g. Neovim)."""
     return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
+def inline_edit(e, start: T.Position, end: T.Position, uri: str, version: int | None) -> dict:
+    """A next edit (edit_region.NextEdit, from `start` to `end` in the editor's positions) as one of the
+    `edits` of a `textDocument/copilotInlineEdit` result."""
+    return {"range": {"start": {"line": start.line, "character": start.character},
+                      "end": {"line": end.line, "character": end.character}},
+            "text": e.text, "textDocument": {"uri": uri, "version": version},
+            "command": {"title": "quickcode: next edit accepted", "command": ACCEPT_COMMAND,
+                        "arguments": [{"id": e.id, "chars": len(e.text)}]}}
+
+
+def inline_edit_list(e, start: T.Position, end: T.Position) -> T.InlineCompletionList:
+    """A next edit as an inline completion whose range replaces the text from `start` to `end`."""
+    return T.InlineCompletionList(items=[T.InlineCompletionItem(
+        insert_text=e.text, range=T.Range(start, end), command=accept_command(e))])

@@ -84,6 +84,17 @@ class ClientConfig:
     doc_words_min_chars: int = 1
     predictor_min_ratio: float = 0.5    # skip where p(accept) < this × your own acceptance rate so far
     predictor_exploration: float = 0.1
+    # next-edit suggestions (off by default): the edit the user is about to make near the cursor, from the
+    # document's recent edits, for `textDocument/copilotInlineEdit` and, where an inline completion has
+    # nothing, as an inline completion with a range on the cursor's line
+    next_edit: bool = False
+    next_edit_lines: int = 3            # lines above and below the cursor's that the edit may change
+    next_edit_region_chars: int = 2000  # ... fewer lines while they are longer than this (the model writes
+                                        # them all again)
+    next_edit_context_chars: int = 1500  # text shown to the model before and after those lines, each
+    next_edit_max_tokens: int = 256
+    next_edit_history_edits: int = 16   # recent edits kept per document (keystrokes on one line are one)
+    next_edit_history_chars: int = 4000  # ... and their characters in all
     state_dir: str = "~/.cache/quickcode"   # the predictor's weights and learnt pauses live here ("" = nowhere)
     telemetry: bool = True
 
@@ -127,7 +138,9 @@ RANGES = {
     "snippet_max": (0, 100), "snippet_lines": (1, 1000), "snippet_max_files": (0, 1000),
     "cache_max_keys": (1, 10_000_000), "max_inflight_per_doc": (1, 100), "predictor_min_ratio": (0, 100),
     "predictor_exploration": (0, 1), "skip_word_chars": (0, 64), "word_max_words": (0, 64), "doc_words_min_chars": (0, 64),
-    "explicit_best_of": (0, 9),
+    "explicit_best_of": (0, 9), "next_edit_lines": (0, 50), "next_edit_region_chars": (1, 8000),
+    "next_edit_context_chars": (0, 100_000), "next_edit_max_tokens": (1, 4096),
+    "next_edit_history_edits": (0, 64), "next_edit_history_chars": (0, 100_000),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from quickcode.lsp_client.documents import Suggestion
+from quickcode.lsp_client.edit_region import NextEdit
 
 
 def moved_cursor(text_then: str, cursor_then: int, text_now: str) -> int | None:
@@ -46,3 +47,15 @@ def settled(s: Suggestion, text_now: str) -> Suggestion | None:
         return s
     moved = rebase(s.on_text, s.offset, s.text, text_now)
     return None if moved is None else replace(s, text=moved[0], offset=moved[1], on_text=text_now)
+
+
+def settled_edit(e: NextEdit, text_now: str) -> NextEdit | None:
+    """A next edit as it applies to `text_now`: itself on the text it was made on; an insertion the user typed
+    into, its rest at the cursor typed on to; else None — the user typed something else, so the edit (made
+    from the text and the edits as they were) is dropped."""
+    if text_now is e.on_text or text_now == e.on_text:
+        return e
+    moved = rebase(e.on_text, e.start, e.text, text_now) if e.start == e.end else None
+    if moved is None:
+        return None
+    return replace(e, text=moved[0], start=moved[1], end=moved[1], on_text=text_now)

@@ -14,7 +14,7 @@ from lru import LRU
 from pygls.lsp.server import LanguageServer
 from pygls.workspace.text_document import ServerTextPosition
 
-from quickcode.lsp_client import answer
+from quickcode.lsp_client import answer, edit_handlers
 from quickcode.lsp_client.channel import Channel
 from quickcode.lsp_client.config import ClientConfig
 from quickcode.lsp_client.report import latency_report
@@ -220,7 +220,8 @@ def stats_command(ls: QuickcodeServer, *args):
     return {**c.stats.as_dict(), "cache_hits": c.cache.hits, "cache_misses": c.cache.misses,
             "outcomes": dict(c.outcomes.counts), "accepted_chars": c.outcomes.accepted_chars,
             "shown_chars": c.outcomes.shown_chars, "predictor_updates": c.predictor.updates,
-            "debounce_ms": round(c.debounce.delay_ms(), 1), "waterfalls": list(c.stats.waterfalls)[-50:]}
+            "debounce_ms": round(c.debounce.delay_ms(), 1), "waterfalls": list(c.stats.waterfalls)[-50:],
+            "next_edits": dict(c.next_edits.counts)}
 
 
 def report_command(ls: QuickcodeServer, *args):
@@ -261,7 +262,7 @@ def build_server(cfg: ClientConfig | None = None) -> QuickcodeServer:
     server.feature(T.TEXT_DOCUMENT_DID_OPEN)(did_open)
     server.feature(T.TEXT_DOCUMENT_DID_CHANGE)(did_change)
     server.feature(T.TEXT_DOCUMENT_DID_CLOSE)(did_close)
-    server.feature(T.TEXT_DOCUMENT_INLINE_COMPLETION, T.InlineCompletionOptions())(inline_completion)
+    edit_handlers.register(server, inline_completion)     # + next edits: copilotInlineEdit, ranged items
     server.feature(T.TEXT_DOCUMENT_COMPLETION, T.CompletionOptions(trigger_characters=[".", "(", ",", "=", ":"]))(completion)
     server.command(ACCEPT_COMMAND)(accepted)
     server.command("quickcode.status")(status_command)

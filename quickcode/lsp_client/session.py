@@ -26,6 +26,7 @@ from quickcode.lsp_client.debounce import AdaptiveDebounce
 from quickcode.lsp_client.docwords import word_rest
 from quickcode.lsp_client.documents import Ask, Doc, Suggestion
 from quickcode.lsp_client.inflight import End, Flight, Grow, Inflight, still_fits
+from quickcode.lsp_client.next_edit import NextEdits
 from quickcode.lsp_client.places import chars_into_word, place_of
 from quickcode.lsp_client.predictor import AcceptancePredictor
 from quickcode.lsp_client.pump import Pump
@@ -46,11 +47,13 @@ class Session:
         self.predictor = AcceptancePredictor()
         self.neighbours = NeighbourFiles(cfg.snippet_max_files, cfg.snippet_lines)
         self.accounting = Accounting()
-        self.stats = self.accounting.stats
+        self.stats, self.next_edits = self.accounting.stats, NextEdits(cfg, channel, clock, self.docs)
         self.state = LearntState(self.predictor, self.debounce)
-        self.outcomes = Outcomes(send=self._telemetry, learn=self.state.learn)
+        self.outcomes = Outcomes(send=lambda t: self.cfg.telemetry and self.channel.telemetry(t),
+                                 learn=self.state.learn)
         self.pump = Pump(cfg, clock, channel, self.inflight, self.cache, self.debounce, self.accounting,
-                         text_of=self._text_of, on_more=on_more, on_ended=self._request_ended)
+                         text_of=lambda uri: d.text if (d := self.docs.get(uri)) else None, on_more=on_more,
+                         on_ended=self._request_ended)
         self.warmups = Warmups(cfg, self.stats, self.docs, self._context, self._launch, self._known,
                                windows=self.windows)
         self.apply_config(cfg)
@@ -62,6 +65,7 @@ class Session:
         self.predictor.min_ratio, self.predictor.exploration = cfg.predictor_min_ratio, cfg.predictor_exploration
         self.inflight.max_per_doc = cfg.max_inflight_per_doc
         self.state.state_dir = cfg.state_dir
+        self.next_edits.configure(cfg)
 
     def save_state(self) -> None:   # what was learnt, to the state_dir
         self.state.save()
@@ -79,6 +83,7 @@ class Session:
         if doc is None:
             return
         old, doc.text = doc.text, text
+        self.next_edits.changed(uri, old, text, edit_offset)
         where = None if edit_offset is None else place_of(text[text.rfind("\n", 0, edit_offset) + 1:edit_offset]).kind
         self.debounce.keystroke(self.clock.now() * 1000, where)
         if self.cfg.cancel_stale:
@@ -98,6 +103,7 @@ class Session:
         for f in self.inflight.for_uri(uri):
             self.pump.cancel(f, End.CLOSED)
         self.outcomes.on_closed(uri, self.clock.now())
+        self.next_edits.closed(uri)
         self.docs.pop(uri, None)
         self.neighbours.forget(uri)
 
@@ -163,6 +169,7 @@ class Session:
         t0 = self.clock.now()
         doc.generation += 1
         doc.last_cursor = offset
+        self.next_edits.cursor(uri, doc.text, offset)
         ctx = self._context(doc, offset)
         self.outcomes.on_position(uri, ctx.prefix, t0)
         return Ask(doc, offset, ctx, self._shape(ctx), t0, doc.generation, doc.text, line)
@@ -227,9 +234,6 @@ class Session:
         return now
 
     # ── pieces
-    def _text_of(self, uri: str) -> str | None:
-        return None if (doc := self.docs.get(uri)) is None else doc.text
-
     def _context(self, doc: Doc, offset: int, text: str | None = None, prefix_max_chars: int | None = None) -> Context:
         prefix_max, suffix_max = self.windows()
         return build(doc.text if text is None else text, offset, doc.language, doc.path,
@@ -294,7 +298,3 @@ class Session:
         self.outcomes.on_shown(Shown(sid, ask.doc.uri, prefix, text, ask.doc.language,
                                      self.predictor.features_at(ask.ctx, ask.doc.language, ask.t0), self.clock.now()))
         return Suggestion(text, sid, source, (self.clock.now() - ask.t0) * 1000, offset, ask.doc.text)
-
-    def _telemetry(self, t) -> None:
-        if self.cfg.telemetry:
-            self.channel.telemetry(t)

@@ -6,7 +6,7 @@ import asyncio
 from dataclasses import dataclass
 
 from quickcode.lsp_client.clock import REAL, Clock
-from quickcode.protocol import Chunk, Done, Error
+from quickcode.protocol import Chunk, Done, Error, Replace
 
 
 class Unavailable(Exception):
@@ -31,9 +31,13 @@ class Stream:
         self.t_sent = clock.now()
         self.t_first: float | None = None
         self.cancelled_s: float | None = None    # we asked the backend to stop; its done is still to come
+        self.replace: Replace | None = None      # a next edit's answer (before its done)
 
     def _push(self, msg) -> None:
         if self.end is not None:
+            return
+        if isinstance(msg, Replace):
+            self.replace = msg
             return
         if isinstance(msg, (Done, Error, Lost)):
             self.end = msg
@@ -58,3 +62,9 @@ class Stream:
                 yield msg.text
             else:
                 return
+
+    async def ended(self) -> Done | Error | Lost:
+        """Wait for the end (any chunks are passed over): a next edit's answer is in `replace` by then."""
+        async for _ in self.frames():
+            pass
+        return self.end

@@ -4,8 +4,9 @@ from quickcode.protocol.budget import within_budget
 from quickcode.protocol.codec import MAX_ID_CHARS, decode, encode
 from quickcode.protocol.errors import ErrorCode, ProtocolError
 from quickcode.protocol.messages import (
-    DEFAULT_MAX_FRAME_BYTES, MESSAGE_TYPES, PROTOCOL_VERSION, Cancel, Chunk, Complete, Done, Error,
-    FinishReason, Hello, Message, Priority, Snippet, Telemetry, TelemetryEvent, Timing, Welcome,
+    DEFAULT_MAX_FRAME_BYTES, MESSAGE_TYPES, PROTOCOL_VERSION, Cancel, Chunk, Complete, Done, Edit, Error,
+    FinishReason, Hello, Message, Priority, Replace, Snippet, Telemetry, TelemetryEvent, Timing,
+    Welcome,
 )
 
 __version__ = "0.1.0"   # quickcode's release, which both sides report (the wire's own is PROTOCOL_VERSION)
@@ -14,6 +15,7 @@ __all__ = [
     "__version__",
     "MAX_ID_CHARS", "decode", "encode", "ErrorCode", "ProtocolError", "DEFAULT_MAX_FRAME_BYTES",
     "MESSAGE_TYPES",
-    "PROTOCOL_VERSION", "Cancel", "Chunk", "Complete", "Done", "Error", "FinishReason", "Hello", "Message",
-    "Priority", "Snippet", "Telemetry", "TelemetryEvent", "Timing", "Welcome", "within_budget",
+    "PROTOCOL_VERSION", "Cancel", "Chunk", "Complete", "Done", "Edit", "Error", "FinishReason", "Hello",
+    "Message", "Priority", "Replace", "Snippet", "Telemetry", "TelemetryEvent", "Timing", "Welcome",
+    "within_budget",
 ]

@@ -98,6 +98,36 @@ class Complete:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Edit:
+    """Client → server: the next edit near the cursor. The model rewrites `region` (the editable region, the
+    lines around the cursor) seeing `before` and `after` (the text around it) and `events` (the document's
+    recent edits as unified-diff hunks, oldest first); the answer is one `replace` (none: no edit) and `done`.
+    Offsets are Python string indices (code points); `cursor_chars` is the cursor's within `region`."""
+    kind: Literal["edit"] = "edit"
+    id: str
+    region: str
+    cursor_chars: int = 0
+    before: str = ""
+    after: str = ""
+    events: list[str] = field(default_factory=list)
+    language: str = ""
+    path: str = ""
+    max_tokens: int = 128
+    priority: Priority = Priority.NORMAL
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replace:
+    """Server → client: the answer to an `edit`, sent once before its `done`: `region[start_chars:end_chars]`
+    becomes `text` (the model's rewritten region less the common head and tail it kept)."""
+    kind: Literal["replace"] = "replace"
+    id: str
+    start_chars: int
+    end_chars: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cancel:
     kind: Literal["cancel"] = "cancel"
     id: str
@@ -156,8 +186,9 @@ class Telemetry:
     accepted_chars: int = 0
 
 
-Message = Hello | Welcome | Complete | Cancel | Chunk | Done | Error | Telemetry
+Message = Hello | Welcome | Complete | Edit | Replace | Cancel | Chunk | Done | Error | Telemetry
 MESSAGE_TYPES: dict[str, type] = {
-    "hello": Hello, "welcome": Welcome, "complete": Complete, "cancel": Cancel,
+    "hello": Hello, "welcome": Welcome, "complete": Complete, "edit": Edit, "replace": Replace,
+    "cancel": Cancel,
     "chunk": Chunk, "done": Done, "error": Error, "telemetry": Telemetry,
 }

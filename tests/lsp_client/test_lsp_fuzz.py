@@ -3,7 +3,8 @@ against a real backend on the fake engine, in the UTF-16 and the UTF-8 position 
 (or a broken one) may send: positions and lines out of range, positions inside surrogate pairs and multi-byte
 characters, huge didChanges (a 1 MB insert, a 200 KB one-line file), changes to unknown or closed documents,
 requests after didClose, settings of the wrong types and out of range, accept commands with odd arguments,
-concurrent requests and cancels. ≥ 2,000 cases: the server never exits, never answers a request with an error
+concurrent requests and cancels, next-edit requests (`textDocument/copilotInlineEdit`, next edits on) with any
+params. ≥ 2,000 cases: the server never exits, never answers a request with an error
 (a cancelled request's -32800 aside: editors expect it), never shows the user an error message, and still
 completes afterwards — a 200 KB one-line file in the middle, with a prompt within the welcome's
 `max_prompt_chars`."""
@@ -20,6 +21,7 @@ from lsprotocol import types as T
 from pygls.exceptions import JsonRpcException, JsonRpcRequestCancelled
 from pytest_lsp import ClientServerConfig
 
+from quickcode.backend.edit_prompt import REGION_END, REGION_START
 from quickcode.backend.fake_engine import FakeEngine
 from quickcode.backend.settings import Settings
 from tests.lsp_client.test_lsp_e2e import capabilities, command
@@ -37,11 +39,13 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.
 SETTINGS = st.dictionaries(st.sampled_from(["maxTokens", "deadlineMs", "prefixMaxChars", "suffixMaxChars",
                                             "windowQuantumLines", "debounceMs", "languages", "endpoints", "cache",
                                             "multilineMaxLines", "linePatienceMs", "snippetLines", "cacheMaxKeys",
-                                            "token", "enabled", "nonsense"]), JSON, max_size=3)
+                                            "token", "enabled", "nonsense", "nextEdit", "nextEditLines",
+                                            "nextEditHistoryChars"]), JSON, max_size=3)
 SAFE = {"deadlineMs": 1000, "debounceMs": 0, "adaptiveDebounce": False, "predictor": False, "stateDir": "",
         "warmup": False, "maxTokens": 64, "prefixMaxChars": 3000, "suffixMaxChars": 800, "windowQuantumLines": 16,
         "languages": {}, "cache": True, "multilineMaxLines": 8, "linePatienceMs": 150, "snippetLines": 16,
-        "token": "", "enabled": True}    # (+ the endpoint) what every case starts from
+        "token": "", "enabled": True, "nextEdit": True, "nextEditLines": 2, "nextEditHistoryChars": 4000}
+# (+ the endpoint) what every case starts from
 
 
 def huge_text(kind: int) -> str:
@@ -60,10 +64,13 @@ OP = st.one_of(
     st.tuples(st.just("cancel"), st.sampled_from(URIS), POS),
     st.tuples(st.just("settings"), st.none(), SETTINGS),
     st.tuples(st.just("accept"), st.none(), JSON),
+    st.tuples(st.just("edit"), st.sampled_from(URIS), st.tuples(POS, st.integers(-1, 9), JSON | st.none())),
 )
 
 
 def fake_model(prompt: str) -> list[str]:
+    if prompt.endswith(REGION_START + "\n"):        # a next edit: the region written again as one line
+        return ["value = 1", "\n", REGION_END]
     return [" value", " +", " 1", "\n"]
 
 
@@ -121,6 +128,19 @@ class Driver:
         except JsonRpcException as e:
             self.errors.append(f"{method} {uri} {pos}: error response {e!r}")
 
+    async def edit(self, uri: str, pos: T.Position, version: int, junk) -> None:
+        """A next-edit request: well-formed (at `version`, -1: none), or `junk` as its params."""
+        params = junk if junk is not None else {
+            "textDocument": {"uri": uri, **({"version": version} if version >= 0 else {})},
+            "position": {"line": pos.line, "character": pos.character}}
+        try:
+            res = await asyncio.wait_for(self.client.protocol.send_request_async(
+                "textDocument/copilotInlineEdit", params), 20)
+            edits = res["edits"] if isinstance(res, dict) else res.edits
+            assert len(edits) <= 1, res
+        except JsonRpcException as e:
+            self.errors.append(f"copilotInlineEdit {params!r}: error response {e!r}")
+
     def change(self, uri: str, changes: list) -> None:
         self.versions[uri] = self.versions.get(uri, 1) + 1
         self.client.text_document_did_change(T.DidChangeTextDocumentParams(
@@ -158,6 +178,9 @@ class Driver:
             elif kind == "settings":
                 c.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"quickcode": arg}))
                 c.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"quickcode": self.safe}))
+            elif kind == "edit":
+                pos, version, junk = arg
+                await self.edit(uri, pos, version, junk)
             elif kind == "accept":
                 try:
                     await command(c, "quickcode.accept", arg)
@@ -196,6 +219,8 @@ def test_any_input_is_survived_and_completion_goes_on(fake_backend):
         finally:
             d.stop()
     assert total >= CASES, total
+    edits = [r for r in engine.requests.values() if engine.tokenizer.decode(r.prompt_ids).endswith(REGION_START + "\n")]
+    assert edits and any(r.text.endswith(REGION_END) for r in edits)      # next edits were asked and answered
 
 
 async def still_completing(d: Driver, engine: FakeEngine) -> None:

@@ -2,8 +2,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from quickcode.protocol import (Cancel, Chunk, Complete, Done, ErrorCode, FinishReason, Hello, Priority, ProtocolError, Snippet,
-                                Telemetry, TelemetryEvent, Timing, decode, encode)
+from quickcode.protocol import (Cancel, Chunk, Complete, Done, Edit, ErrorCode, FinishReason, Hello, Priority, ProtocolError,
+                                Replace, Snippet, Telemetry, TelemetryEvent, Timing, decode, encode)
 
 MESSAGES = [
     Hello(protocol_version=1, client="t"),
@@ -12,6 +12,9 @@ MESSAGES = [
     Cancel(id="r1"), Chunk(id="r1", text="a, b"),
     Done(id="r1", finish_reason=FinishReason.SHED, timing=Timing(queue_ms=1.5, prompt_tokens=3)),
     Telemetry(event=TelemetryEvent.ACCEPTED, id="r1", accepted_chars=4),
+    Edit(id="e1", region="x = 1\n", cursor_chars=3, before="a\n", after="b\n", events=["@@ -1 +1 @@\n-y\n+x\n"],
+         language="python", path="m.py", max_tokens=16),
+    Replace(id="e1", start_chars=4, end_chars=5, text="2"),
 ]
 
 
@@ -34,6 +37,10 @@ def test_round_trip(msg):
     (b'{"kind": "complete", "id": "", "prefix": ""}', ErrorCode.BAD_VALUE),
     (b'{"kind": "complete", "id": "x", "prefix": "", "snippets": [{"path": "a"}]}', ErrorCode.MISSING_FIELD),
     (b'{"kind": "cancel", "id": ' + b'"' + b"a" * 200 + b'"}', ErrorCode.BAD_VALUE),
+    (b'{"kind": "edit", "id": "x"}', ErrorCode.MISSING_FIELD),
+    (b'{"kind": "edit", "id": "x", "region": "", "events": "@@"}', ErrorCode.WRONG_TYPE),
+    (b'{"kind": "edit", "id": "x", "region": "", "cursor_chars": 1.5}', ErrorCode.WRONG_TYPE),
+    (b'{"kind": "replace", "id": "x", "start_chars": 0, "end_chars": 1}', ErrorCode.MISSING_FIELD),
 ])
 def test_bad_frames_are_typed_errors(frame, code):
     with pytest.raises(ProtocolError) as e:
