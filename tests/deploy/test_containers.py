@@ -377,6 +377,64 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+class Served:
+    """A container of the CPU image serving: what its run was given and what it made."""
+
+    def __init__(self, image: str, tmp_path: Path, env: dict[str, str]):
+        self.config = json.loads(_buildah("inspect", "--type", "image", image))["Docker"]["config"]
+        assert self.config["User"] == "1000" and self.config["Cmd"] == ["quickcode", "serve"], self.config
+        self.env = {**dict(e.split("=", 1) for e in self.config["Env"]), **env}
+        self.port, self.state_in = int(self.env["QUICKCODE_PORT"]), self.env["QUICKCODE_AUTH_BOOTSTRAP_DIR"]
+        assert _port_is_free(self.port), f"port {self.port} is taken here: the image's own port is what is tested"
+        self.state = tmp_path / "state"           # the volume: a folder of the host that uid 1000 owns
+        self.state.mkdir(mode=0o700)
+        os.chown(self.state, 1000, 1000)
+        self.ctr = _buildah("from", "--name", f"quickcode-test-{os.getpid()}", image)
+        self.log = tmp_path / "container.log"
+        # buildah run applies the image's environment itself (`env` adds to it, as a compose service's does);
+        # user and working directory are the image's own
+        run = ["buildah", *STORAGE, "run", "--isolation", "chroot", "--user", self.config["User"],
+               "--workingdir", self.config["WorkingDir"], "--volume", f"{self.state}:{self.state_in}",
+               *[f"--env={k}={v}" for k, v in env.items()], self.ctr, "--", *self.config["Cmd"]]
+        self.proc = subprocess.Popen(run, stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout_s: float = 600) -> tuple[dict, float]:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            assert self.proc.poll() is None, self.log.read_text()[-4000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/readyz", timeout=2) as resp:
+                    return json.loads(resp.read()), time.monotonic() - t0
+            except Exception:
+                try:       # /healthz turns 503 when the engine failed to start: no point waiting
+                    urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2).close()
+                except urllib.error.HTTPError as e:
+                    assert e.code != 503, self.log.read_text()[-6000:]
+                except OSError:
+                    pass
+                time.sleep(2)
+        raise AssertionError(f"not ready after {timeout_s} s:\n{self.log.read_text()[-4000:]}")
+
+    def first_token(self) -> str:
+        """Its first start made one token into the volume and said why and where (never the token itself)."""
+        token = (self.state / "initial-token").read_text().strip()
+        text = self.log.read_text()
+        assert "no API tokens are configured" in text and f"{self.state_in}/initial-token" in text, text[-4000:]
+        assert token not in text and (self.state / "tokens").stat().st_uid == 1000
+        return token
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(30)
+        _kill_container_processes()
+        _run(["buildah", *STORAGE, "rm", self.ctr], 300)
+
+
 @pytest.mark.slow
 @pytest.mark.engine
 @pytest.mark.timeout(3600)     # the build (when its inputs changed) is part of the test: ~5–10 min here
@@ -384,45 +442,15 @@ def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_p
     """`docker run -p 8765:8765 -v STATE:/var/lib/quickcode IMAGE`: its own command, user, working directory and
     environment, nothing overridden. It listens on 0.0.0.0:8765 (the host network here), makes its first token
     into the state volume and says so, refuses a client without it, and serves one with it."""
-    config = json.loads(_buildah("inspect", "--type", "image", cpu_image))["Docker"]["config"]
     size = _buildah("images", "--format", "{{.Size}}", cpu_image)
-    assert config["User"] == "1000" and config["Cmd"] == ["quickcode", "serve"], config
-    env = dict(e.split("=", 1) for e in config["Env"])
-    port, state_in = int(env["QUICKCODE_PORT"]), env["QUICKCODE_AUTH_BOOTSTRAP_DIR"]
-    assert env["QUICKCODE_HOST"] == "0.0.0.0" and state_in in config["Volumes"], config
-    assert _port_is_free(port), f"port {port} is taken on this machine: the image's own port is what is tested"
-    state = tmp_path / "state"                  # the volume: a folder of the host that uid 1000 owns
-    state.mkdir(mode=0o700)
-    os.chown(state, 1000, 1000)
-    ctr = _buildah("from", "--name", f"quickcode-test-{os.getpid()}", cpu_image)
-    log = tmp_path / "container.log"
-    # buildah run applies the image's environment itself; user and working directory are the image's own
-    run = ["buildah", *STORAGE, "run", "--isolation", "chroot", "--user", config["User"],
-           "--workingdir", config["WorkingDir"], "--volume", f"{state}:{state_in}", ctr, "--", *config["Cmd"]]
-    proc = subprocess.Popen(run, stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+    served = Served(cpu_image, tmp_path, {})
+    port, config = served.port, served.config
+    assert served.env["QUICKCODE_HOST"] == "0.0.0.0" and served.state_in in config["Volumes"], config
     try:
-        t0, ready = time.monotonic(), None
-        while time.monotonic() - t0 < 600 and ready is None:
-            assert proc.poll() is None, log.read_text()[-4000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as resp:
-                    ready = json.loads(resp.read())
-            except Exception:
-                try:       # /healthz turns 503 when the engine failed to start: no point waiting
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2).close()
-                except urllib.error.HTTPError as e:
-                    assert e.code != 503, log.read_text()[-6000:]
-                except OSError:
-                    pass
-                time.sleep(2)
-        assert ready is not None, log.read_text()[-4000:]
-        print(f"\n{cpu_image} ({size}): /readyz {ready} after {time.monotonic() - t0:.0f} s")
+        ready, waited_s = served.wait_ready()
+        print(f"\n{cpu_image} ({size}): /readyz {ready} after {waited_s:.0f} s")
         assert ready["ready"] is True and ready["model"] == "quickcode-embedded"
-        # its first start made one token, said why and where (never the token itself)
-        token = (state / "initial-token").read_text().strip()
-        text = log.read_text()
-        assert "no API tokens are configured" in text and f"{state_in}/initial-token" in text, text[-4000:]
-        assert token not in text and (state / "tokens").stat().st_uid == 1000
+        token = served.first_token()
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
         assert refused.value.code == 401
@@ -435,20 +463,44 @@ def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_p
         assert checks["token"] == "ok" and checks["latency"] == "ok", report
         print("doctor:", "; ".join(f"{c['name']} {c['status']}" for c in report["checks"]))
         # it runs as the image's user, from the wheel's models (no checkout inside)
-        probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], ctr, "--", "python3", "-c",
+        probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], served.ctr, "--", "python3", "-c",
                          "import os, quickcode.backend.assets as a; print(os.getuid(), a.models_dir())")
         uid, models = probe.split()
         assert uid == "1000" and models == "/opt/quickcode/lib/python3.11/site-packages/quickcode/backend/models", probe
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(30)
-        _kill_container_processes()
-        _run(["buildah", *STORAGE, "rm", ctr], 300)
+        served.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.timeout(3600)
+def test_the_compose_backend_service_starts_and_prometheus_can_scrape_it(cpu_image, tmp_path):
+    """deploy/compose's `backend` service: the image with the service's environment and state volume. It becomes
+    ready (the service's healthcheck), and its metrics-only listener — Prometheus's scrape target in
+    prometheus.yml — answers without a token while the API port still wants one."""
+    compose = yaml.safe_load((REPO / "deploy" / "compose" / "compose.yaml").read_text())
+    service = compose["services"]["backend"]
+    env = {k: str(v) for k, v in service["environment"].items()}
+    assert [v.split(":")[1] for v in service["volumes"] if v.startswith("quickcode-state:")] == \
+        [dict(e.split("=", 1) for e in json.loads(_buildah("inspect", "--type", "image", cpu_image))
+              ["Docker"]["config"]["Env"])["QUICKCODE_AUTH_BOOTSTRAP_DIR"]]
+    scrape = yaml.safe_load((REPO / "deploy" / "compose" / "prometheus.yml").read_text())["scrape_configs"]
+    target = next(t for job in scrape for sc in job["static_configs"] for t in sc["targets"] if t.startswith("backend:"))
+    metrics_port = int(target.split(":")[1])
+    assert env["QUICKCODE_METRICS_BIND"].endswith(f":{metrics_port}") and _port_is_free(metrics_port)
+    served = Served(cpu_image, tmp_path, env)
+    try:
+        ready, waited_s = served.wait_ready()
+        print(f"\ncompose backend: /readyz {ready} after {waited_s:.0f} s")
+        assert ready["ready"] is True
+        served.first_token()
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+            assert resp.status == 200 and b"quickcode_queued_requests" in resp.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"http://127.0.0.1:{served.port}/metrics", timeout=5)
+        assert refused.value.code == 401
+    finally:
+        served.stop()
 
 
 def _kill_container_processes() -> None:
