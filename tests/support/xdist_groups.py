@@ -27,7 +27,7 @@ from pathlib import Path
 ENV = "QC_XDIST_UNITS"     # the file the workers write and the controller reads (not QUICKCODE_*: settings)
 # files whose tests start vLLM engines of their own
 OWN_ENGINES = frozenset({"test_byo_model.py", "test_cache_isolation.py", "test_default_profile.py",
-                         "test_faults_backend.py", "test_logits_engine.py",
+                         "test_faults_backend.py", "test_faults_bench.py", "test_logits_engine.py",
                          "test_pipeline.py", "test_remote_engine.py"})
 FIRST, SECOND = "own-engines", "tests/deploy/test_containers.py"
 
