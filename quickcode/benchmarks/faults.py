@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -78,17 +77,11 @@ def _nginx_render():
     return mod
 
 
-def _listening(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
-
-
 def _wait_listening(host: str, port: int, what: str, timeout_s: float = 30.0) -> None:
+    from quickcode.benchmarks.regions import listening
+
     deadline = time.monotonic() + timeout_s
-    while not _listening(host, port):
+    while not listening(host, port):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} did not listen on {host}:{port}")
         time.sleep(0.05)

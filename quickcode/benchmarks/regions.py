@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,6 +27,15 @@ def sh(*cmd: str, ns: str | None = None, check: bool = True) -> subprocess.Compl
     full = ["ip", "netns", "exec", ns, *cmd] if ns else list(cmd)
     return subprocess.run(full, check=check, capture_output=True, text=True)
 
+
+
+def listening(host: str, port: int) -> bool:
+    """Something accepts TCP connections at host:port (a relay or forwarding host is up)."""
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
 
 @dataclass
 class Region:

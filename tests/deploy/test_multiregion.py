@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 import time
 
@@ -32,18 +31,10 @@ DELAYS_MS = [5.0, 25.0, 60.0]
 @pytest.fixture(scope="module")
 def regions(backend):
     rs = R.create(DELAYS_MS, backend.port, tag=str(os.getpid() % 1000))
-    until(lambda: all(_listening(r.host_ip, r.relay_port) and _listening(r.ns_ip, r.port) for r in rs),
+    until(lambda: all(R.listening(r.host_ip, r.relay_port) and R.listening(r.ns_ip, r.port) for r in rs),
           "the regions' relays and forwarding hosts to listen", hang_s=60, poll_s=0.05)
     yield rs
     R.destroy(rs)
-
-
-def _listening(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
