@@ -38,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=8, help="draft tokens per step in the vLLM draft run")
     p.add_argument("--ngram", action="store_true", help="also run ngram prompt lookup (one more engine)")
     p.add_argument("--int8-draft", action="store_true", help="also run the INT8 target with the draft")
+    p.add_argument("--served", choices=("bf16", "int8"), default="bf16",
+                   help="the precision every arm runs at (plain, draft, ngram): int8 measures what the default "
+                        "profile serves, and runs no bf16 engine")
+    p.add_argument("--speed-k", type=lambda v: [int(x) for x in v.split(",")], default=[],
+                   help="more K values (comma-separated) whose draft (and, with --ngram, ngram) speed is measured "
+                        "in an engine each")
     p.add_argument("--baseline-draft", type=Path, default=None,
                    help="another draft (e.g. trained from scratch) to compare offline on the same trajectories")
     p.add_argument("--skip-vllm", action="store_true", help="offline figures only")
@@ -166,6 +172,7 @@ def run(args: argparse.Namespace) -> dict:
 
     # ── vLLM
     runs: dict = {}
+    prim = args.served
     int8_ok = (args.int8 / "config.json").exists()
     int8_note = ""
     if int8_ok:
@@ -181,11 +188,15 @@ def run(args: argparse.Namespace) -> dict:
         windows = [w.tolist() for batch in heldout_windows(args.target, data, cfg.seq_len, cfg.loss_windows)
                    for w in batch]
         paths = {"model": str(args.target), "draft_model": str(args.draft), "model_int8": str(args.int8)}
-        plan = [("bf16 plain", {"spec_method": "off"}, True),
-                (f"bf16 + draft K={k}", {"spec_method": "draft", "num_speculative_tokens": k}, False)]
-        if args.ngram:
-            plan.append((f"bf16 + ngram K={k}", {"spec_method": "ngram", "num_speculative_tokens": k}, False))
-        if int8_ok:
+        prec = {"precision": prim}
+        plan = [(f"{prim} plain", {**prec, "spec_method": "off"}, True)]
+        for kk in [k] + [x for x in args.speed_k if x != k]:
+            plan.append((f"{prim} + draft K={kk}", {**prec, "spec_method": "draft", "num_speculative_tokens": kk},
+                         False))
+            if args.ngram:
+                plan.append((f"{prim} + ngram K={kk}", {**prec, "spec_method": "ngram",
+                                                       "num_speculative_tokens": kk}, False))
+        if int8_ok and prim == "bf16":
             plan.append(("int8 plain", {"precision": "int8", "spec_method": "off"}, True))
             if args.int8_draft:
                 plan.append((f"int8 + draft K={k}", {"precision": "int8", "spec_method": "draft",
@@ -197,8 +208,8 @@ def run(args: argparse.Namespace) -> dict:
 
         res = run_subprocesses(spec, args.work, reuse=args.reuse)
         runs = {r["label"]: res[r["name"]] for r in spec["runs"]}
-    plain = runs.get("bf16 plain")
-    drafted = runs.get(f"bf16 + draft K={k}")
+    plain = runs.get(f"{prim} plain")
+    drafted = runs.get(f"{prim} + draft K={k}")
 
     # ── figures
     per_k = off["per_k"]
@@ -281,24 +292,34 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
             tot = sum(q["e2e_s"] for q in r["requests"])
             srows.append([name, round(s["tokens_per_s"], 1), round(s["decode_tokens_per_s"], 1), s["e2e_ms"]["p50"],
                           s["e2e_ms"]["p95"], s["ttft_ms_p50"], f"{plain_e2e / tot:.2f}x" if plain else "–",
-                          (f"{same['identical']:.0%} ({'bf16' if ref is plain else 'int8'} plain)" if same else "reference"),
+                          (f"{same['identical']:.0%} ({prim if ref is plain else 'int8'} plain)" if same else "reference"),
                           s["start_s"]])
         rep.add("## Speed in vLLM (batch 1, sequential requests)\n\n"
                 "tokens/s = output tokens / request time; decode tokens/s excludes the first token; speed-up = "
-                "total request time of bf16 plain / this run's; identical = greedy completions token-identical to "
-                "the plain run of the same precision. " + load_note + "\n\n" + md_table(
+                "total request time of the plain run at the served precision / this run's; identical = greedy "
+                "completions token-identical to the plain run of the same precision. " + load_note + "\n\n" + md_table(
                     ["engine", "tokens/s", "decode tokens/s", "e2e p50 ms", "e2e p95 ms", "TTFT p50 ms",
                      "speed-up", "identical to plain", "engine start s"], srows))
         paired = {name: paired_vs_plain(plain["requests"], r["requests"]) for name, r in runs.items()
                   if plain is not None and r is not plain and len(r["requests"]) == len(plain["requests"])}
         if paired:
-            rep.add("Against bf16 plain on the same prompts (90 % intervals, resampling prompts, paired): what the "
+            rep.add("Against the plain run on the same prompts (90 % intervals, resampling prompts, paired): what the "
                     "first token costs more (median of the per-prompt difference) and the speed-up over whole "
                     "requests.\n\n" + md_table(
                         ["engine", "first token + ms", "90 % interval", "speed-up", "90 % interval"],
                         [[name, p["ttft_plus_ms"], f"[{p['ttft_plus_ms_90'][0]}, {p['ttft_plus_ms_90'][1]}]",
                           f"{p['speedup']:.2f}x", f"[{p['speedup_90'][0]:.2f}, {p['speedup_90'][1]:.2f}]"]
                          for name, p in paired.items()]))
+        urows = unit_rows(plain, runs, tok)
+        if urows:
+            rep.add("## Per suggestion unit\n\nWhat a word, a line and a block suggestion cost in each engine, from "
+                    "the same requests: a unit's tokens are counted on the plain run's completion (word: to the end "
+                    "of its first word; line: to its first line break; block: the whole completion), and its time "
+                    "is when the output holding its last token arrived. Speed-up = the plain run's total time for "
+                    "the unit / the engine's, 90 % interval resampling prompts (paired); acceptance = accepted / "
+                    "drafted tokens within the unit.\n\n" + md_table(
+                        ["unit", "tokens p50", "engine", "time p50 ms", "time p95 ms", "speed-up", "90 % interval",
+                         "acceptance"], urows))
         if drafted and vk:
             sp_measured = plain_e2e / sum(q["e2e_s"] for q in drafted["requests"])
             rep.add(f"Expected speed-up at K={k} from offline α and c: {per_k[k - 1]['expected_speedup']:.2f}x; "
@@ -333,7 +354,7 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
                          f"Held-out loss (PyTorch, fake-quantized) {qrep['heldout_bf16']['loss']:.4f} → "
                          f"{qrep['heldout_int8']['loss']:.4f} (Δ {qrep['loss_delta']:+.4f}).")
             int8.update({"int8_loss_delta_pytorch": round(qrep["loss_delta"], 5)})
-        if "int8 plain" in runs and plain:
+        if "int8 plain" in runs and plain and prim == "bf16":
             ag = identical(plain, runs["int8 plain"])
             int8.update({"int8_identical": round(ag["identical"], 3), "int8_token_agreement": round(ag["token_agreement"], 4)})
             lines.append(f"Greedy agreement with bf16 in vLLM: {ag['identical']:.0%} of completions identical, "
@@ -391,6 +412,72 @@ arguments, the draft at K={k}, Intel OpenMP preloaded for speculative runs as th
         if not section.startswith("!["):
             print(section)
     return rep.finish(head)
+
+
+UNITS = ("word", "line", "block")
+
+
+def unit_tokens(tok, ids: list[int]) -> dict[str, int]:
+    """How many of a completion's tokens each suggestion unit takes: word (to the end of the first word), line
+    (to the first line break after some text), block (all of them)."""
+    import re
+
+    from quickcode.draft_model.evaluate import token_spans
+
+    text, spans, _ = token_spans(tok, "", ids)
+
+    def upto(end: int) -> int:
+        return max(1, sum(1 for a, _b in spans if a < end))
+
+    word = re.match(r"\s*\W*?\w+", text)
+    line = re.match(r"\s*[^\n]*", text)
+    return {"word": upto(word.end()) if word else len(ids), "line": upto(line.end() + 1) if line else len(ids),
+            "block": len(ids)}
+
+
+def time_to(req: dict, n: int) -> float:
+    """Seconds from submission until the output holding the request's n-th token arrived."""
+    total = 0
+    for got, at in zip(req["streamed_steps"], req.get("step_s", [])):
+        total += got
+        if total >= n:
+            return at
+    return req["e2e_s"]
+
+
+def unit_rows(plain: dict | None, runs: dict, tok, draws: int = 2000, seed: int = 0) -> list[list]:
+    """The per-unit table: per unit and engine, time p50/p95 (ms), paired speed-up over plain with its 90 %
+    interval, acceptance within the unit."""
+    import random
+
+    if not plain or "step_s" not in plain["requests"][0]:
+        return []
+    lengths = [unit_tokens(tok, r["token_ids"]) for r in plain["requests"]]
+    rows = []
+    for unit in UNITS:
+        ns = [ln[unit] for ln in lengths]
+        base = [time_to(r, n) for r, n in zip(plain["requests"], ns)]
+        for name, run_ in runs.items():
+            if len(run_["requests"]) != len(ns):
+                continue
+            t = [time_to(r, n) for r, n in zip(run_["requests"], ns)]
+            rng = random.Random(seed)
+            boot = []
+            for _ in range(draws):
+                idx = [rng.randrange(len(t)) for _ in t]
+                boot.append(sum(base[i] for i in idx) / max(1e-9, sum(t[i] for i in idx)))
+            acc = drafted_n = 0
+            for r, n in zip(run_["requests"], ns):
+                if "spec" in r:
+                    k = max(r["spec"]["per_step_drafted"] or [1])
+                    st = vllm_statuses(n, r["spec"]["per_step_accepted"], k)
+                    acc += st.count("accepted")
+                    drafted_n += st.count("accepted") + st.count("rejected")
+            rows.append([unit, int(statistics.median(ns)), name, round(percentile([x * 1000 for x in t], 50)),
+                         round(percentile([x * 1000 for x in t], 95)), f"{sum(base) / max(1e-9, sum(t)):.2f}x",
+                         f"[{percentile(boot, 5):.2f}, {percentile(boot, 95):.2f}]",
+                         f"{acc / drafted_n:.0%}" if drafted_n else "–"])
+    return rows
 
 
 def _alpha_all(vpat: dict) -> float:

@@ -68,6 +68,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         t.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                        help="torch.compile the model (the profile's default otherwise)")
         t.add_argument("--seed", type=int, default=0)
+        t.add_argument("--freeze-embeddings", action="store_true",
+                       help="keep the (tied) embeddings and head as --init has them: a draft made by `model shrink` "
+                            "shares its target's")
+        t.add_argument("--loss-positions", type=int, default=None,
+                       help="the loss (and LM head) on this many random positions per batch (0: all): a small "
+                            "draft's cost is mostly its head over the vocabulary")
         t.add_argument("--cooldown-from", type=Path, default=None, metavar="RUN",
                        help="a cooldown branch of RUN (a --run folder, still going or not): start from its latest "
                             "checkpoint and take the learning rate linearly down to the run's minimum over --steps "
@@ -101,6 +107,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--threads", type=int, default=None)
     a.add_argument("--seed", type=int, default=0)
     a.set_defaults(func=_adapt)
+
+    s = msub.add_parser("shrink", help="a draft scaled down from a target: its tokenizer and embeddings, fewer "
+                                       "and narrower layers (quickcode/draft_model/shrink.py); then `model distill`")
+    s.add_argument("--target", type=Path, required=True, help="the target's HF folder (bf16/fp32, not INT8)")
+    s.add_argument("--out", type=Path, required=True)
+    s.add_argument("--data", type=Path, required=True, help="prepared data in the target's vocabulary (held-out)")
+    s.add_argument("--layers", type=int, required=True, help="decoder layers the draft keeps")
+    s.add_argument("--keep", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                   help="exactly these layer indices (comma-separated) instead of choosing by influence")
+    s.add_argument("--intermediate", type=int, default=None, help="MLP neurons per kept layer (default: the target's)")
+    s.add_argument("--windows", type=int, default=16, help="held-out windows of 512 tokens to score layers and neurons")
+    s.set_defaults(func=_shrink)
 
     m = msub.add_parser("merge", help="fold an adapter (model adapt) into its base: an HF folder vLLM serves")
     m.add_argument("--base", type=Path, required=True)
@@ -160,6 +178,17 @@ def _adapt(args: argparse.Namespace) -> int:
                    alpha=args.alpha, seed=args.seed, init_adapter=args.init_adapter,
                    drop_layers=args.drop_layers, argv=sys.argv[1:])
     print(json.dumps(result))
+    return 0
+
+
+def _shrink(args: argparse.Namespace) -> int:
+    from quickcode.draft_model.shrink import shrink
+    from quickcode.draft_model.train import Windows
+
+    windows = Windows(args.data / "heldout.bin", 512, 0).fixed(args.windows, 4)
+    record = shrink(args.target, args.out, windows, layers=len(args.keep) if args.keep else args.layers,
+                    intermediate=args.intermediate, keep=args.keep, argv=sys.argv[1:])
+    print(json.dumps({k: record[k] for k in ("kept_layers", "intermediate_size", "params")}))
     return 0
 
 
@@ -261,10 +290,11 @@ def _train(args: argparse.Namespace) -> int:
     explicit = {"impl": args.impl, "compile": args.compile, "bf16": args.bf16}
     p = profile(args.profile, **{**auto, **{k: v for k, v in explicit.items() if v is not None}},
                 seq_len=args.seq_len, batch_size=args.batch_size, lr=args.lr,
-                threads=args.threads, kd_alpha=getattr(args, "kd_alpha", None),
+                threads=args.threads, kd_alpha=getattr(args, "kd_alpha", None), loss_positions=args.loss_positions,
                 eval_every=args.ckpt_every, ckpt_every=args.ckpt_every, warmup_steps=args.warmup_steps)
     result = train_model(args.data, args.size, p, args.run, args.export, steps=args.steps, minutes=args.minutes,
                          teacher_dir=getattr(args, "teacher", None), init_dir=args.init, seed=args.seed,
-                         argv=sys.argv[1:], cooldown_from=args.cooldown_from)
+                         argv=sys.argv[1:], cooldown_from=args.cooldown_from,
+                         freeze_embeddings=args.freeze_embeddings)
     print(json.dumps(result))
     return 0

@@ -70,6 +70,9 @@ class TrainProfile:
     ckpt_every: int = 250
     kd_alpha: float = 0.9     # distillation: weight of KL(target || draft) against plain cross-entropy
     kd_temperature: float = 1.0
+    # the loss (and the LM head, most of a small draft's cost) on this many random positions of each batch, 0 = all:
+    # every position still goes through the decoder, so attention learns from all of them
+    loss_positions: int = 0
 
 
 PROFILES = {p.name: p for p in [

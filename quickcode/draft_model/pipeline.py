@@ -97,7 +97,7 @@ def provenance(kind: str, size: str, p: TrainProfile, result: dict, data_dir: Pa
 def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, export_dir: Path, *,
                 steps: int | None, minutes: float | None, teacher_dir: Path | None = None,
                 init_dir: Path | None = None, seed: int = 0, argv: list[str] | None = None,
-                cooldown_from: Path | None = None) -> dict:
+                cooldown_from: Path | None = None, freeze_embeddings: bool = False) -> dict:
     import torch
 
     from quickcode.draft_model.train import build_model, device, export, load_model, train
@@ -109,6 +109,8 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
         tokmod.check_same_vocab(teacher_dir, tok_dir)
         teacher = load_model(teacher_dir, torch.bfloat16 if device().type == "cuda" else torch.float32)
     model = load_model(init_dir) if init_dir else build_model(MODEL_SIZES[size_name], tok_dir, seed)
+    if freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)   # tied: the head stays the target's too
     n_params = sum(q.numel() for q in model.parameters())
     label = f"{'distil' if teacher is not None else 'train'} {size_name} ({n_params / 1e6:.2f}M)"
     result = train(model, p, data_dir, run_dir, steps=steps, minutes=minutes, teacher=teacher, seed=seed,
@@ -120,6 +122,7 @@ def train_model(data_dir: Path, size_name: str, p: TrainProfile, run_dir: Path, 
         prov["teacher"] = str(teacher_dir)
     if init_dir is not None:
         prov["init"] = str(init_dir)
+        prov["frozen_embeddings"] = freeze_embeddings
     if cooldown_from is not None:
         prov["cooldown_from"] = str(cooldown_from)
         run_command = _kept_command(Path(cooldown_from))

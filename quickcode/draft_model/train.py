@@ -148,7 +148,9 @@ class Trainer:
         x, y = batch[:, :-1], batch[:, 1:]
         dev = batch.device
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=p.bf16):
-            if self.teacher is not None:
+            if p.loss_positions and p.impl == "hf":
+                loss = self._sampled_loss(x, y)
+            elif self.teacher is not None:
                 logits = self.net(input_ids=x)
                 logits = logits.logits if hasattr(logits, "logits") else logits
                 with torch.no_grad():
@@ -164,6 +166,22 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         return loss.item()
+
+
+    def _sampled_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The loss on `p.loss_positions` random positions: the decoder runs on all of them, the LM head (and the
+        teacher's head) only on the sampled ones; distillation when there is a teacher and kd_alpha > 0."""
+        p = self.p
+        h = self.model.model(input_ids=x).last_hidden_state
+        idx = torch.randperm(h.size(0) * h.size(1), device=h.device)[: p.loss_positions]
+        logits = self.model.lm_head(h.reshape(-1, h.size(-1))[idx])
+        targets = y.reshape(-1)[idx]
+        if self.teacher is None or p.kd_alpha == 0:
+            return F.cross_entropy(logits.float(), targets)
+        with torch.no_grad():
+            ht = self.teacher.model(input_ids=x).last_hidden_state
+            t_logits = self.teacher.lm_head(ht.reshape(-1, ht.size(-1))[idx])
+        return kd_loss(logits, t_logits, targets, p.kd_alpha, p.kd_temperature)
 
 
 def cooldown_state(state: dict, source: Path, steps: int | None) -> dict:

@@ -43,6 +43,7 @@ async def _generate(llm, rid: str, prompt: list[int], max_tokens: int, logprobs:
     ids: list[int] = []
     text: list[str] = []
     steps_seen: list[int] = []   # tokens per streamed output (one engine step each unless the consumer lagged)
+    step_s: list[float] = []     # when each of those outputs arrived, seconds after submission
     top: list[list[list]] = []
     sd = None
     finish = None
@@ -54,6 +55,7 @@ async def _generate(llm, rid: str, prompt: list[int], max_tokens: int, logprobs:
                 t_first = now
             t_last = now
             steps_seen.append(len(c.token_ids))
+            step_s.append(now - t_submit)
         ids += list(c.token_ids)
         text.append(c.text)
         for alternatives in (c.logprobs or []) if logprobs else []:
@@ -61,6 +63,7 @@ async def _generate(llm, rid: str, prompt: list[int], max_tokens: int, logprobs:
         sd = c.spec_decode_metrics or sd
         finish = c.finish_reason or finish
     rec = {"token_ids": ids, "text": "".join(text), "finish_reason": finish, "streamed_steps": steps_seen,
+           "step_s": step_s,
            "ttft_s": (t_first or t_submit) - t_submit, "decode_s": (t_last or t_submit) - (t_first or t_submit),
            "e2e_s": (t_last or time.perf_counter()) - t_submit}
     if logprobs:
