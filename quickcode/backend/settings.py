@@ -280,22 +280,26 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _logits_processing_needs_plain_decoding(self) -> "Settings":
-        # Our logits processors (the copy model, token healing's mask) run inside an embedded vLLM that
-        # decodes plainly. vLLM 0.32 verifies speculated tokens without custom logits processors: the copy
-        # model would mix into some tokens and not others (greedy output would depend on speculation), and
-        # the healing mask would not hold past the first token. A remote server (engine = "openai") does not
-        # load ours at all. Left at their defaults they give way; set, refused.
+        # The copy model is a logits processor of ours, run inside an embedded vLLM that decodes plainly: vLLM
+        # 0.32 verifies speculated tokens without custom logits processors (the copy model would mix into some
+        # tokens and not others), and a remote server (engine = "openai") loads none of ours. Token healing
+        # speculates too: a speculating engine heals with vLLM's own allowed_token_ids (vllm_engine.py
+        # `_heal_steps`); only a remote server cannot heal. Left at their defaults they give way; set, refused.
         if self.engine == "openai":
-            needs = 'engine = "embedded" (a remote server runs no logits processor of ours)'
+            needs, off = 'engine = "embedded" (a remote server runs no logits processor of ours)', ("copy_lambdas",
+                                                                                                  "heal_token")
         elif self.spec_method != "off":
             needs = 'spec_method = "off" (vLLM verifies speculated tokens without custom logits processors)'
+            off = ("copy_lambdas",)
         else:
             return self
         asked = {"copy_lambdas": bool(parse_lambdas(self.copy_lambdas)), "heal_token": self.heal_token}
-        for name, on in asked.items():
-            if on and name in self.model_fields_set:
+        for name in off:
+            if asked[name] and name in self.model_fields_set:
                 raise ValueError(f"{name} needs {needs}")
-        self.copy_lambdas, self.heal_token = "", False
+        self.copy_lambdas = ""
+        if "heal_token" in off:
+            self.heal_token = False
         return self
 
     @classmethod

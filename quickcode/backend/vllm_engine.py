@@ -24,6 +24,7 @@ from quickcode.backend.cpu_features import cpu_flags, served_dtype
 from quickcode.backend.engine import Delta, EngineStats, load_tokenizer
 from quickcode.backend.fim_templates import FimTemplate
 from quickcode.backend.heal_mask import EXTRA_KEY as HEAL_KEY
+from quickcode.backend.heal_mask import HealState, token_texts
 from quickcode.backend.model_info import check_head_size, require_model_folder, served_max_model_len
 from quickcode.backend.settings import Settings
 
@@ -117,7 +118,9 @@ def engine_args(s: Settings):
         distributed_executor_backend=s.distributed_executor_backend, max_num_seqs=s.max_num_seqs,
         speculative_config=spec, scheduling_policy="priority", disable_log_stats=not s.engine_log_stats,
         per_request_spec_decode_metrics="summary" if spec else "none", seed=0,
-        logits_processors=[LOGITS_FQCN] if parse_lambdas(s.copy_lambdas) or s.heal_token else None,
+        # a speculating engine takes no custom logits processor: it heals by allowed_token_ids (`_heal_steps`)
+        logits_processors=([LOGITS_FQCN] if (parse_lambdas(s.copy_lambdas) or s.heal_token) and spec is None
+                           else None),
     )
 
 
@@ -148,6 +151,8 @@ class VllmEngine:
         self.max_model_len = served_max_model_len(settings) or 0   # vLLM's own figure once started
         self.dtype = ""
         self._stopping = False
+        # request id → the id of its healing step in flight (speculating engines: `_heal_steps`), for `abort`
+        self._heal_step_ids: dict[str, str] = {}
 
     # ── lifecycle
     def start(self) -> None:
@@ -156,6 +161,8 @@ class VllmEngine:
         try:
             self.tokenizer, self.template = load_tokenizer(s)
             self._copy_args = copy_args(s, self.template)
+            if s.heal_token and s.spec_method != "off":
+                token_texts(self.tokenizer)      # the vocabulary's texts, before the first healed request
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
             if s.preload_iomp and s.spec_method != "off":
                 preload_iomp()
@@ -232,6 +239,18 @@ class VllmEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        if healed and self.settings.spec_method != "off":
+            written: list[int] = []
+            async for ids, delta in self._heal_steps(request_id, prompt_ids, healed, max_tokens, temperature,
+                                                     priority, cache_salt):
+                written += ids
+                yield delta
+                if delta.finish_reason is not None:
+                    return
+            prompt_ids, max_tokens, healed = prompt_ids + written, max_tokens - len(written), ""
+            if max_tokens <= 0:
+                yield Delta(text="", num_tokens=0, finish_reason="length")
+                return
         params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=stop or None,
                                 stop_token_ids=list(self.template.stop_ids) if self.template else None,
                                 output_kind=RequestOutputKind.DELTA, skip_special_tokens=True,
@@ -247,6 +266,38 @@ class VllmEngine:
                         spec_draft_tokens=sd.num_draft_tokens if sd else 0,
                         spec_accepted_tokens=sum(j * n for j, n in enumerate(sd.histogram)) if sd else 0)
 
+    async def _heal_steps(self, request_id: str, prompt_ids: list[int], healed: str, max_tokens: int,
+                          temperature: float, priority: int, cache_salt: str | None):
+        """Token healing where the engine speculates (vLLM then runs no custom logits processor, but keeps a
+        request's `allowed_token_ids` at every verified position): one-token requests, each held by vLLM to the
+        tokens that agree with what is left of the healed text (heal_mask.py), until it is written again.
+        Yields (token ids, delta); the request's rest then speculates unconstrained, its prompt's prefix
+        cached."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        state = HealState(healed, self.tokenizer.encode(healed, add_special_tokens=False).ids,
+                          token_texts(self.tokenizer))
+        written: list[int] = []
+        try:
+            while (allowed := state.allowed(written)) is not None and len(written) < max_tokens:
+                step_id = f"{request_id}-heal{len(written)}"
+                self._heal_step_ids[request_id] = step_id
+                params = SamplingParams(max_tokens=1, temperature=temperature, allowed_token_ids=list(allowed),
+                                        output_kind=RequestOutputKind.DELTA, skip_special_tokens=True)
+                async for out in self.llm.generate(self._render(prompt_ids + written, cache_salt), params,
+                                                   step_id, priority=priority):
+                    c = out.outputs[0]
+                    ids = list(c.token_ids)
+                    written += ids
+                    stopped = bool(ids) and self.template is not None and ids[-1] in self.template.stop_ids
+                    yield ids, Delta(text=c.text, num_tokens=len(ids),
+                                     finish_reason="stop" if stopped else (
+                                         c.finish_reason if c.finish_reason == "abort" else None),
+                                     num_cached_tokens=out.num_cached_tokens or 0)
+        finally:
+            self._heal_step_ids.pop(request_id, None)
+
     async def sample(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str], n: int,
                      temperature: float, seed: int, priority: int, cache_salt: str | None = None,
                      healed: str = "", min_tokens: int = 0) -> list[tuple[str, int]]:
@@ -256,6 +307,17 @@ class VllmEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
+        head_text, head_ids = "", []
+        if healed and self.settings.spec_method != "off":    # healed first, once for all children
+            async for ids, delta in self._heal_steps(request_id, prompt_ids, healed, max_tokens, temperature,
+                                                     priority, cache_salt):
+                head_text, head_ids = head_text + delta.text, head_ids + ids
+                if delta.finish_reason is not None:
+                    return [(head_text, len(head_ids))] * n
+            prompt_ids, healed = prompt_ids + head_ids, ""
+            max_tokens, min_tokens = max_tokens - len(head_ids), max(0, min_tokens - len(head_ids))
+            if max_tokens <= 0:
+                return [(head_text, len(head_ids))] * n
         params = SamplingParams(n=n, max_tokens=max_tokens, temperature=temperature, seed=seed,
                                 stop=stop or None, min_tokens=min_tokens, include_stop_str_in_output=True,
                                 stop_token_ids=list(self.template.stop_ids) if self.template else None,
@@ -266,7 +328,7 @@ class VllmEngine:
                                            priority=priority):
             final = out
         outs = sorted(final.outputs, key=lambda c: c.index) if final else []
-        return [(c.text, len(c.token_ids)) for c in outs]
+        return [(head_text + c.text, len(head_ids) + len(c.token_ids)) for c in outs]
 
     async def logprob_sums(self, request_id: str, windows: list[tuple[list[int], int]], priority: int,
                            cache_salt: str | None = None) -> list[float]:
@@ -303,11 +365,14 @@ class VllmEngine:
         return prompt
 
     def _extra_args(self, healed: str) -> dict | None:   # what our logits processor reads (vllm_logits.py)
+        if self.settings.spec_method != "off":
+            return None          # no logits processor of ours is loaded (engine_args)
         return ({**self._copy_args, HEAL_KEY: healed} if healed else self._copy_args) or None
 
     async def abort(self, request_id: str) -> None:
         if self.llm is not None:
-            await self.llm.abort(request_id)
+            step_id = self._heal_step_ids.get(request_id)
+            await self.llm.abort([request_id, step_id] if step_id else request_id)
 
 
 def _engine_processes() -> list[tuple[int, float]]:
