@@ -18,6 +18,7 @@ from typing import AsyncIterator
 
 from tokenizers import Tokenizer
 
+from quickcode.backend import metrics
 from quickcode.backend.copy_model import EXTRA_KEY as COPY_KEY
 from quickcode.backend.copy_model import parse_lambdas
 from quickcode.backend.cpu_features import cpu_flags, served_dtype
@@ -283,6 +284,7 @@ class VllmEngine:
             while (allowed := state.allowed(written)) is not None and len(written) < max_tokens:
                 step_id = f"{request_id}-heal{len(written)}"
                 self._heal_step_ids[request_id] = step_id
+                metrics.HEAL_STEPS.inc()
                 params = SamplingParams(max_tokens=1, temperature=temperature, allowed_token_ids=list(allowed),
                                         output_kind=RequestOutputKind.DELTA, skip_special_tokens=True)
                 async for out in self.llm.generate(self._render(prompt_ids + written, cache_salt), params,

@@ -4,6 +4,8 @@ agreeing tokens (`allowed_token_ids`), and the rest of the request speculates. T
 with the draft; tests/backend/test_logits_engine.py shows the model alone disagrees on some of these prompts."""
 from __future__ import annotations
 
+import urllib.request
+
 import pytest
 
 from quickcode.backend.settings import Settings
@@ -22,13 +24,20 @@ def test_speculation_keeps_token_healing_and_drops_only_the_copy_model():
     assert not Settings(engine="openai", engine_url="http://x:1/v1").heal_token
 
 
+def _heal_steps(http_url: str) -> float:
+    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("quickcode_heal_steps_total"))
+
+
 def test_a_speculating_engine_writes_the_healed_text_again(backend):
-    before = heal_disagreed(backend.http_url)
+    before, steps_before = heal_disagreed(backend.http_url), _heal_steps(backend.http_url)
     ws, _ = open_session(backend.ws_url)
     with ws:
         got = [complete(ws, f"sh{i}", prefix, suffix="", max_tokens=8) for i, prefix in enumerate(HEALED)]
     assert all(r.kind == "done" and r.terminal["finish_reason"] in ("stop", "length") for r in got), \
         [r.terminal for r in got]
     assert heal_disagreed(backend.http_url) == before
+    assert _heal_steps(backend.http_url) - steps_before >= len(HEALED), "the prefixes were not healed"
     assert sum(bool(r.text) for r in got) >= len(HEALED) - 2, [r.text for r in got]
     assert sum(r.terminal["timing"].get("spec_proposed", 0) for r in got) > 0, "nothing was speculated"
