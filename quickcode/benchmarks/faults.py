@@ -326,12 +326,24 @@ async def _wait_event(cluster: Cluster, name: str, what: tuple[str, ...], after_
         await asyncio.sleep(0.2)
 
 
+async def _not_serving(cluster: Cluster) -> list[str]:
+    """The replicas not serving now: being restarted, exited, or /readyz not 200."""
+    out = []
+    for n in cluster.names:
+        b = cluster.running.get(n)
+        if n in cluster.restarting or b is None or b.proc.poll() is not None or \
+                await asyncio.to_thread(_http_status, f"{b.http_url}/readyz") != 200:
+            out.append(n)
+    return out
+
+
 async def _wait_all_ready(cluster: Cluster, timeout_s: float) -> None:
-    """Until no replica is being restarted (a fault on one replica needs the other serving)."""
+    """Until every replica serves (a fault on one replica needs the other serving; a restart that failed is no
+    longer `restarting` but does not serve either)."""
     deadline = time.monotonic() + timeout_s
-    while cluster.restarting or len(cluster.running) < len(cluster.names):
+    while down := await _not_serving(cluster):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"replicas {sorted(cluster.restarting)} not ready again in {timeout_s:g} s")
+            raise RuntimeError(f"replicas {', '.join(down)} not ready again in {timeout_s:g} s")
         await asyncio.sleep(0.5)
 
 
@@ -340,12 +352,13 @@ async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogD
     now = lambda: time.perf_counter() - t0
     out = []
     for name in names:
-        if name in ("engine_kill", "drain") and cluster.restarting:
-            _say(f"{now():.1f} s: {name} waits for replicas {', '.join(sorted(cluster.restarting))} to be ready")
+        if name in ("engine_kill", "drain") and (down := await _not_serving(cluster)):
+            _say(f"{now():.1f} s: {name} waits for replicas {', '.join(down)} to be ready")
             try:
                 await _wait_all_ready(cluster, args.restart_timeout_s)
             except RuntimeError as e:
                 _say(f"{now():.1f} s: {name} skipped: {e}")
+                out.append({"name": name, "skipped": str(e)})
                 continue
         await asyncio.sleep(args.baseline_s)
         shown = sum(len(r.shows) for e in editors for r in e.results)
@@ -547,10 +560,13 @@ def _fmt_s(x) -> str:
 
 def _report(args, faults: list[dict], editors: list[dict], served: dict, restarts: list[dict], run_s: float,
             started_s: float, work: Path) -> dict:
+    skipped = {f["name"]: f["skipped"] for f in faults if "skipped" in f}
+    faults = [f for f in faults if "skipped" not in f]
     figs = [ff.fault_figures(f, editors, served, args.hang_s) for f in faults]
     whole = ff.fault_figures({"name": "whole run", "t_start_s": 0.0, "t_end_s": run_s, "t_stop_s": run_s + 1e9,
                               "ref": "start", "affected": []}, editors, served, args.hang_s)
     failed = {f["name"]: ff.failures(f) for f in [*figs, whole] if ff.failures(f)}
+    failed.update({name: [f"not run: {why}"] for name, why in skipped.items()})
     rep = Report("faults", "Faults while typing: recovery, errors shown, hangs, cross-user answers", out=args.out)
     rep.started = started_s
     rep.add(f"{args.editors} simulated editors (editor_sim, VS Code's way of asking; each its own `quickcode lsp` "
@@ -606,6 +622,8 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
             ["requests asked / suggestions shown (all editors)", f"{f['requests']} / {f['shown']}"],
             ["passed", "yes" if not ff.failures(f) else "no: " + "; ".join(ff.failures(f))]])
         rep.add(f"## {f['name']}\n\n{table}")
+    for name, why in skipped.items():
+        rep.add(f"## {name}\n\nNot run: {why}.")
     if restarts:
         rep.add("**Orchestrator**: " + "; ".join(f"{e['t_s']:.1f} s replica {e['replica']} {e['what']}"
                                                  for e in restarts) + ".")
