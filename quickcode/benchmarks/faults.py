@@ -130,11 +130,20 @@ class Cluster:
             b = start_backend(self.log_dir / f"replica-{name}-{k}.log", "profile=light", f"replica_id={name}-{k}",
                               "access_log=true", f"auth_tokens_file={self.tokens_file}",
                               f"shutdown_drain_s={self.drain_s}", port=self.ports[name],
-                              on_wait=lambda s: self._note_starting(name))
+                              env=self.engine_env(name), on_wait=lambda s: self._note_starting(name))
         finally:
             self.starting.pop(name, None)
         self.running[name] = b
         return b
+
+    def engine_env(self, name: str) -> dict[str, str]:
+        """Each replica's engine on a core of its own, as on hosts of their own: vLLM's automatic binding
+        (VLLM_CPU_OMP_THREADS_BIND=auto) pins every replica's worker to the same core, where a restarting
+        worker starves behind the serving one's threads. Too few cores: vLLM's own choice."""
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < len(self.names):
+            return {}
+        return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[self.names.index(name)])}
 
     def _note_starting(self, name: str) -> None:
         """Which process is starting replica `name` (so that the run's end can stop a start under way)."""
@@ -572,7 +581,8 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
     rep.add(f"{args.editors} simulated editors (editor_sim, VS Code's way of asking; each its own `quickcode lsp` "
             f"and API token) typed held-out code at speed ×{args.speed:g} for {run_s:.0f} s through a network "
             f"namespace's veth into nginx (users hashed to replicas) in front of {args.replicas} light-profile "
-            f"replica(s) (shutdown_drain_s {args.drain_s:g} s, logs on a {args.log_disk_mib} MiB tmpfs). Each fault "
+            f"replica(s) (shutdown_drain_s {args.drain_s:g} s, logs on a {args.log_disk_mib} MiB tmpfs; each "
+            "replica's engine on a core of its own when there are enough: VLLM_CPU_OMP_THREADS_BIND). Each fault "
             f"came after {args.baseline_s:g} s of typing and was followed by {args.recover_s:g} s of it: an "
             "affected editor shown nothing new by the end of that is *not recovered* within the window "
             "(from the recovery's reference to that end), and fails the run. Each editor typed distinct "
