@@ -2,7 +2,9 @@
 
 /healthz answers as soon as the process is up, and turns red only when the engine died or failed to start
 (liveness: restart me); /readyz only while the engine serves (red while it starts, after it died, and while
-draining for shutdown). The WebSocket endpoint is /v1/ws.
+draining for shutdown). The WebSocket endpoint is /v1/ws; its handshake is answered 503 while the engine
+starts and while draining (a proxy in front sends the user to another replica), and accepted once the engine
+died (the client hears why on every request until the process is restarted).
 """
 from __future__ import annotations
 
@@ -240,6 +242,10 @@ def create_app(settings: Settings | None = None, engine: Engine | None = None) -
             return
         if backend.draining:   # the handshake answered 503: a proxy (nginx) tries another replica
             await ws.send_denial_response(JSONResponse({"reason": "draining"}, status_code=503))
+            return
+        eng = backend.engine
+        if not eng.ready and not eng.dead:   # starting: 503 too, another replica serves meanwhile
+            await ws.send_denial_response(JSONResponse({"reason": eng.error}, status_code=503))
             return
         await ws.accept()
         if not ok:

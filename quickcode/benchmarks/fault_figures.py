@@ -123,8 +123,27 @@ def fault_figures(fault: dict, editors: list[dict], served: dict[tuple[str, str]
             sums[k] = sums.get(k, 0) + v
     return {"name": fault["name"], "affected": len(rec), "recovery_by_user_s": rec,
             "recovery_p50_s": percentile(got, 50) if got else None, "recovery_max_s": max(got) if got else None,
-            "not_recovered": sum(r is None for r in rec.values()), "duration_s": fault["t_end_s"] - t0,
-            "ref": fault["ref"], **sums}
+            "not_recovered": sum(r is None for r in rec.values()), "window_s": t1 - t_ref,
+            "duration_s": fault["t_end_s"] - t0, "ref": fault["ref"], **sums}
+
+
+def why_not_recovered(fault: dict, fig: dict, editors: list[dict]) -> dict[str, str]:
+    """{user: what an affected editor shown nothing new saw}: the replica its language server said it was on
+    at the window's end, and how its requests in the window ended (e.g. all `empty`: a replica that answered
+    but did not serve)."""
+    t_ref = fault["t_start_s"] if fault["ref"] == "start" else fault["t_end_s"]
+    out = {}
+    for e in editors:
+        if e["user"] in fig["recovery_by_user_s"] and fig["recovery_by_user_s"][e["user"]] is None:
+            ended: dict[str, int] = {}
+            for a in e["asks"]:
+                if _in(a["t_s"], t_ref, fault["t_stop_s"]):
+                    ended[str(a["outcome"])] = ended.get(str(a["outcome"]), 0) + 1
+            on = [p for p in e["probes"] if _in(p["t_s"], t_ref, fault["t_stop_s"])]
+            last = next((p["replica"] for p in reversed(on) if p.get("connected")), "") or "no replica"
+            out[e["user"]] = f"on {last}; requests " + (", ".join(f"{k} {v}" for k, v in sorted(ended.items()))
+                                                        or "none")
+    return out
 
 
 def replica_at(probes: list[dict], t_s: float) -> str:
@@ -153,9 +172,11 @@ def failures(fig: dict) -> list[str]:
     out = []
     for key, what in (("errors_shown", "keystrokes with an error shown"), ("error_messages", "error messages"),
                       ("hung_requests", "hung requests"), ("hung_probes", "unanswered status probes"),
-                      ("cross", "cross-user answers"), ("not_recovered", "editors with no suggestion again")):
+                      ("cross", "cross-user answers")):
         if fig.get(key):
             out.append(f"{fig[key]} {what}")
+    if fig.get("not_recovered"):
+        out.append(f"{fig['not_recovered']} editors not recovered within {fig['window_s']:.0f} s")
     return out
 
 

@@ -16,7 +16,11 @@ Per fault: how long until each affected editor is shown a new suggestion (from t
 link's return for link_down), keystrokes whose request the editor saw answered with an error, error messages
 shown, requests never answered (or after --hang-s), language servers that stop answering a status probe, and
 cross-user answers (each suggestion's backend request id against the (user, request id) pairs of the
-backends' access logs). Exits 1 when any fault shows an error, a hang or a cross-user answer.
+backends' access logs). Exits 1 when any fault shows an error, a hang, a cross-user answer, or an affected
+editor shown nothing new within the recovery window (--recover-s after the fault's end).
+
+One run at a time (a lock in the temp folder); a run first removes what a killed one left
+(quickcode/benchmarks/fault_leftovers.py), and SIGTERM or SIGHUP leave through the same cleanup as Ctrl-C.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ import urllib.request
 from pathlib import Path
 
 from quickcode.benchmarks import fault_figures as ff
+from quickcode.benchmarks import fault_leftovers as fl
 from quickcode.benchmarks.report import Report, figure, md_table
 
 FAULTS = ("engine_kill", "link_down", "drain", "log_disk_full")
@@ -52,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="backend replicas behind nginx (engine_kill and drain need 2)")
     p.add_argument("--faults", default=",".join(FAULTS), help=f"comma-separated, in order: {', '.join(FAULTS)}")
     p.add_argument("--baseline-s", type=float, default=10.0, help="typing before each fault")
-    p.add_argument("--recover-s", type=float, default=20.0, help="typing after each fault's end")
+    p.add_argument("--recover-s", type=float, default=60.0,
+                   help="typing after each fault's end: an editor shown nothing new by then is not recovered")
     p.add_argument("--link-down-s", type=float, default=8.0, help="how long the link stays down")
     p.add_argument("--fill-s", type=float, default=15.0, help="how long the log disk stays full")
     p.add_argument("--drain-s", type=float, default=3.0, help="the replicas' shutdown_drain_s")
@@ -62,6 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how long a fault waits for the orchestrator (a replica stopped, started again)")
     p.add_argument("--log-disk-mib", type=int, default=64, help="the size of the replicas' log tmpfs")
     p.add_argument("--speed", type=float, default=1.5, help="typing speed multiple")
+    p.add_argument("--segments-per-editor", type=int, default=64,
+                   help="distinct stretches of code each editor types (more than a run uses: text typed again is "
+                        "answered from the language server's cache, which would hide an outage)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
 
@@ -121,11 +130,20 @@ class Cluster:
             b = start_backend(self.log_dir / f"replica-{name}-{k}.log", "profile=light", f"replica_id={name}-{k}",
                               "access_log=true", f"auth_tokens_file={self.tokens_file}",
                               f"shutdown_drain_s={self.drain_s}", port=self.ports[name],
-                              on_wait=lambda s: self._note_starting(name))
+                              env=self.engine_env(name), on_wait=lambda s: self._note_starting(name))
         finally:
             self.starting.pop(name, None)
         self.running[name] = b
         return b
+
+    def engine_env(self, name: str) -> dict[str, str]:
+        """Each replica's engine on a core of its own, as on hosts of their own: vLLM's automatic binding
+        (VLLM_CPU_OMP_THREADS_BIND=auto) pins every replica's worker to the same core, where a restarting
+        worker starves behind the serving one's threads. Too few cores: vLLM's own choice."""
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < len(self.names):
+            return {}
+        return {"VLLM_CPU_OMP_THREADS_BIND": str(cores[self.names.index(name)])}
 
     def _note_starting(self, name: str) -> None:
         """Which process is starting replica `name` (so that the run's end can stop a start under way)."""
@@ -175,6 +193,7 @@ class Editor:
         self.sim = SimEditor(lsp_command(), init_options=init, seed=1000 + i,
                              env={"QUICKCODE_LSP_LOG": str(self.log_path)})
         self.results: list = []
+        self.segments_typed = 0
         self.messages: list[dict] = []
         self.probes: list[dict] = []
 
@@ -194,6 +213,7 @@ class Editor:
 
         k = 0
         while not stop.is_set():
+            self.segments_typed = k + 1
             path, before, target = self.segments[k % len(self.segments)]
             self.sim.open(f"file:///faults/{self.user}/{k}/{path.name}", before)
             res = SessionResult()
@@ -230,6 +250,7 @@ class Editor:
         return {"user": self.user, "sessions": sorted(ff.sessions_of(lines)), "asks": asks, "shows": shows,
                 "messages": self.messages, "probes": self.probes,
                 "keystrokes": sum(r.keystrokes for r in self.results),
+                "segments_typed": self.segments_typed, "segments": len(self.segments),
                 "accepted_chars": sum(r.accepted_chars for r in self.results)}
 
 
@@ -314,12 +335,24 @@ async def _wait_event(cluster: Cluster, name: str, what: tuple[str, ...], after_
         await asyncio.sleep(0.2)
 
 
+async def _not_serving(cluster: Cluster) -> list[str]:
+    """The replicas not serving now: being restarted, exited, or /readyz not 200."""
+    out = []
+    for n in cluster.names:
+        b = cluster.running.get(n)
+        if n in cluster.restarting or b is None or b.proc.poll() is not None or \
+                await asyncio.to_thread(_http_status, f"{b.http_url}/readyz") != 200:
+            out.append(n)
+    return out
+
+
 async def _wait_all_ready(cluster: Cluster, timeout_s: float) -> None:
-    """Until no replica is being restarted (a fault on one replica needs the other serving)."""
+    """Until every replica serves (a fault on one replica needs the other serving; a restart that failed is no
+    longer `restarting` but does not serve either)."""
     deadline = time.monotonic() + timeout_s
-    while cluster.restarting or len(cluster.running) < len(cluster.names):
+    while down := await _not_serving(cluster):
         if time.monotonic() > deadline:
-            raise RuntimeError(f"replicas {sorted(cluster.restarting)} not ready again in {timeout_s:g} s")
+            raise RuntimeError(f"replicas {', '.join(down)} not ready again in {timeout_s:g} s")
         await asyncio.sleep(0.5)
 
 
@@ -328,12 +361,13 @@ async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogD
     now = lambda: time.perf_counter() - t0
     out = []
     for name in names:
-        if name in ("engine_kill", "drain") and cluster.restarting:
-            _say(f"{now():.1f} s: {name} waits for replicas {', '.join(sorted(cluster.restarting))} to be ready")
+        if name in ("engine_kill", "drain") and (down := await _not_serving(cluster)):
+            _say(f"{now():.1f} s: {name} waits for replicas {', '.join(down)} to be ready")
             try:
                 await _wait_all_ready(cluster, args.restart_timeout_s)
             except RuntimeError as e:
                 _say(f"{now():.1f} s: {name} skipped: {e}")
+                out.append({"name": name, "skipped": str(e)})
                 continue
         await asyncio.sleep(args.baseline_s)
         shown = sum(len(r.shows) for e in editors for r in e.results)
@@ -368,9 +402,10 @@ async def _schedule(args, names: list[str], cluster: Cluster, region, disk: LogD
             detail = f"the log disk filled ({written / (1 << 20):.1f} MiB written to ENOSPC) for {args.fill_s:g} s"
             _say(f"{t_start:.1f} s: {detail} ({shown} suggestions shown so far)")
             await asyncio.sleep(args.fill_s)
-            alive = {n: cluster.running[n].proc.poll() is None for n in cluster.names}
+            alive = {n: "restarting" if n in cluster.restarting else
+                     "yes" if cluster.running[n].proc.poll() is None else "NO" for n in cluster.names}
             disk.free()
-            detail += "; replicas alive at its end: " + ", ".join(f"{n} {'yes' if a else 'NO'}" for n, a in alive.items())
+            detail += "; replicas alive at its end: " + ", ".join(f"{n} {a}" for n, a in alive.items())
         t_end = now()
         _say(f"{t_end:.1f} s: {name} over ({t_end - t_start:.1f} s); recovery period {args.recover_s:g} s")
         await asyncio.sleep(args.recover_s)
@@ -449,10 +484,18 @@ def run(args: argparse.Namespace) -> dict:
     if nginx is None:
         raise SystemExit("nginx is not installed: `scripts/setup.sh nginx` installs Debian's package")
     started_s = time.time()
-    work = Path(tempfile.mkdtemp(prefix="qc-faults-"))
+    tmp = Path(tempfile.gettempdir())
+    lock = fl.hold_lock(tmp)
+    if lock is None:
+        raise SystemExit(f"another `quickcode bench faults` is running (it holds {tmp / fl.LOCK_NAME})")
+    if removed := fl.sweep(tmp, lock):
+        _say("removed what a killed run left: "
+             + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in removed.items()))
+    work = Path(tempfile.mkdtemp(prefix=fl.WORK_PREFIX))
     tokens_file = work / "tokens"
     tokens = [auth.issue(tokens_file, f"dev{i}") for i in range(args.editors)]
     disk = cluster = region_list = nginx_proc = None
+    handlers = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         disk = LogDisk(work / "logdisk", args.log_disk_mib)
         cluster = Cluster(["a", "b"][: args.replicas], disk.path, tokens_file, args.drain_s)
@@ -470,11 +513,15 @@ def run(args: argparse.Namespace) -> dict:
         nginx_proc = subprocess.Popen([nginx, "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-e",
                                        str(prefix / "error.log")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_listening("127.0.0.1", nginx_port, "nginx")
-        region_list = regions.create([0.0], nginx_port, tag=f"f{os.getpid() % 1000}", subnet=SUBNET)
+        tag = f"f{os.getpid() % 1000}"
+        fl.note_owned(work, netns=[f"qc{tag}r0"], links=[f"qc{tag}h0"])   # before they exist: a kill meanwhile
+        region_list = regions.create([0.0], nginx_port, tag=tag, subnet=SUBNET)
         region = region_list[0]
+        fl.note_owned(work, pids=[p.pid for p in region.procs])
         _wait_listening(region.host_ip, region.relay_port, "the root namespace's relay")
         _wait_listening(region.ns_ip, region.port, "the namespace's forwarding host")
-        segments = _segments(held_out_files(args), 4 * args.editors, 400, args.seed)
+        segments = list(dict.fromkeys(_segments(held_out_files(args), args.segments_per_editor * args.editors,
+                                                400, args.seed)))
         _say(f"{args.editors} editors typing through {region.url} → nginx :{nginx_port} → replicas "
              f"{', '.join(f'{n} :{p}' for n, p in cluster.ports.items())}; faults {', '.join(names)}")
         t0, faults, editors = asyncio.run(_run_editors(args, names, cluster, region, disk, region.url, tokens,
@@ -498,7 +545,16 @@ def run(args: argparse.Namespace) -> dict:
                 for f in disk.path.glob("replica-*.log"):
                     shutil.copy(f, keep / f.name)
             disk.unmount()
+        for sig, h in handlers.items():
+            signal.signal(sig, h)
+        (work / fl.OWNED).unlink(missing_ok=True)     # all of it removed: nothing for the next run's sweep
+        lock.close()
     return _report(args, faults, editors, ff.served_by(log_lines), restarts, run_s, started_s, work)
+
+
+def _exit_on_signal(signum, _frame) -> None:
+    """SIGTERM or SIGHUP: leave through the run's cleanup (replicas, namespace, tmpfs), as Ctrl-C does."""
+    raise SystemExit(128 + signum)
 
 
 def _free_port() -> int:
@@ -513,17 +569,25 @@ def _fmt_s(x) -> str:
 
 def _report(args, faults: list[dict], editors: list[dict], served: dict, restarts: list[dict], run_s: float,
             started_s: float, work: Path) -> dict:
+    skipped = {f["name"]: f["skipped"] for f in faults if "skipped" in f}
+    faults = [f for f in faults if "skipped" not in f]
     figs = [ff.fault_figures(f, editors, served, args.hang_s) for f in faults]
     whole = ff.fault_figures({"name": "whole run", "t_start_s": 0.0, "t_end_s": run_s, "t_stop_s": run_s + 1e9,
                               "ref": "start", "affected": []}, editors, served, args.hang_s)
     failed = {f["name"]: ff.failures(f) for f in [*figs, whole] if ff.failures(f)}
+    failed.update({name: [f"not run: {why}"] for name, why in skipped.items()})
     rep = Report("faults", "Faults while typing: recovery, errors shown, hangs, cross-user answers", out=args.out)
     rep.started = started_s
     rep.add(f"{args.editors} simulated editors (editor_sim, VS Code's way of asking; each its own `quickcode lsp` "
             f"and API token) typed held-out code at speed ×{args.speed:g} for {run_s:.0f} s through a network "
             f"namespace's veth into nginx (users hashed to replicas) in front of {args.replicas} light-profile "
-            f"replica(s) (shutdown_drain_s {args.drain_s:g} s, logs on a {args.log_disk_mib} MiB tmpfs). Each fault "
-            f"came after {args.baseline_s:g} s of typing and was followed by {args.recover_s:g} s of it. The "
+            f"replica(s) (shutdown_drain_s {args.drain_s:g} s, logs on a {args.log_disk_mib} MiB tmpfs; each "
+            "replica's engine on a core of its own when there are enough: VLLM_CPU_OMP_THREADS_BIND). Each fault "
+            f"came after {args.baseline_s:g} s of typing and was followed by {args.recover_s:g} s of it: an "
+            "affected editor shown nothing new by the end of that is *not recovered* within the window "
+            "(from the recovery's reference to that end), and fails the run. Each editor typed distinct "
+            f"stretches of code ({_typed(editors)}): text typed again would be answered from the language "
+            "server's cache and hide an outage. The "
             f"orchestrator (this bench, probing /healthz every {args.liveness_period_s:g} s as a liveness probe "
             "would) restarts a replica whose /healthz is red or whose process exited. Recovery: from the fault's "
             "start (from the link's return for link_down) to the first new suggestion (a backend request not "
@@ -546,14 +610,18 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
                         ("requests", "shown", "errors_shown", "error_messages", "hung_requests", "hung_probes",
                          "ours", "cross", "unattributed", "local")) + ".")
     for f, fault in zip(figs, faults):
-        by_user = ", ".join(f"{u} {_fmt_s(r)}" for u, r in sorted(f["recovery_by_user_s"].items()))
+        by_user = ", ".join(f"{u} {_fmt_s(r)}" if r is not None else f"{u} not within {f['window_s']:.0f}"
+                            for u, r in sorted(f["recovery_by_user_s"].items()))
+        why = ff.why_not_recovered(fault, f, editors)
         table = md_table(["figure", "value"], [
             ["what", fault["detail"]],
             ["fault lasted (s)", f"{f['duration_s']:.1f}"],
             ["recovery timed from", "the link's return" if f["ref"] == "end" else "the fault's start"],
             ["affected editors", f"{f['affected']} ({', '.join(fault['affected']) or 'none'})"],
             ["recovery p50 / max (s)", f"{_fmt_s(f['recovery_p50_s'])} / {_fmt_s(f['recovery_max_s'])}"],
+            ["recovery window (s)", f"{f['window_s']:.0f}"],
             ["recovery by editor (s)", by_user or "–"],
+            ["what the editors not recovered saw", "; ".join(f"{u}: {w}" for u, w in why.items()) or "–"],
             ["the replica each one's first new suggestion came from",
              ", ".join(f"{r} ×{n}" for r, n in sorted(ff.recovered_on(fault, f, editors).items())) or "–"],
             ["keystrokes with an error shown", f["errors_shown"]],
@@ -564,6 +632,8 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
             ["requests asked / suggestions shown (all editors)", f"{f['requests']} / {f['shown']}"],
             ["passed", "yes" if not ff.failures(f) else "no: " + "; ".join(ff.failures(f))]])
         rep.add(f"## {f['name']}\n\n{table}")
+    for name, why in skipped.items():
+        rep.add(f"## {name}\n\nNot run: {why}.")
     if restarts:
         rep.add("**Orchestrator**: " + "; ".join(f"{e['t_s']:.1f} s replica {e['replica']} {e['what']}"
                                                  for e in restarts) + ".")
@@ -573,6 +643,7 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
                 "faults": {f["name"]: {"affected": f["affected"], "recovery_p50_s": _r(f["recovery_p50_s"]),
                                        "recovered_on": ff.recovered_on(fault, f, editors),
                                        "recovery_max_s": _r(f["recovery_max_s"]), "not_recovered": f["not_recovered"],
+                                       "window_s": _r(f["window_s"]),
                                        "errors_shown": f["errors_shown"], "error_messages": f["error_messages"],
                                        "hung": f["hung_requests"] + f["hung_probes"], "cross_user": f["cross"],
                                        "unattributed": f["unattributed"]} for f, fault in zip(figs, faults)},
@@ -583,6 +654,14 @@ def _report(args, faults: list[dict], editors: list[dict], served: dict, restart
     if failed:
         raise SystemExit(1)
     return out
+
+
+def _typed(editors: list[dict]) -> str:
+    """How much of its distinct text each editor typed (and whether any typed some again)."""
+    most = max((e["segments_typed"] for e in editors), default=0)
+    again = [e["user"] for e in editors if e["segments_typed"] > e["segments"]]
+    return (f"at most {most} of {min(e['segments'] for e in editors)} each"
+            + (f"; {', '.join(again)} ran out and typed text again" if again else ", none twice"))
 
 
 def _r(x):

@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from quickcode.backend.fake_engine import FakeEngine, ManualClock
 from quickcode.backend.settings import Settings
@@ -330,20 +331,26 @@ def test_healthz_and_readyz_follow_the_engine_from_start_to_death(fake_backend):
     assert status == 200 and json.loads(body)["status"] == "ok"            # starting is alive
     status, body = http_get(f"{b.http_url}/readyz")
     assert status == 503 and json.loads(body) == {"ready": False, "reason": "engine starting"}
+    # a starting replica takes no sessions: the handshake is answered 503 (a proxy tries another replica)
+    with pytest.raises(InvalidStatus) as ei:
+        open_session(b.ws_url)
+    assert ei.value.response.status_code == 503 and json.loads(ei.value.response.body) == {"reason": "engine starting"}
+    gate.set()
+    until(lambda: engine.ready, "the engine to be ready", poll_s=0.002)
+    status, body = http_get(f"{b.http_url}/readyz")
+    assert status == 200 and json.loads(body)["ready"] is True
     ws, _ = open_session(b.ws_url)
     with ws:
-        r = complete(ws, "early", "x = ", max_tokens=2, timeout_s=5)
-        assert r.kind == "error" and r.code == "engine_unavailable"
-        gate.set()
-        until(lambda: engine.ready, "the engine to be ready", poll_s=0.002)
-        status, body = http_get(f"{b.http_url}/readyz")
-        assert status == 200 and json.loads(body)["ready"] is True
+        assert complete(ws, "served", "x = ", max_tokens=2, timeout_s=5).kind == "done"
         engine.die()
         status, body = http_get(f"{b.http_url}/healthz")
         assert status == 503 and json.loads(body) == {"status": "engine_dead", "reason": "engine core died"}
         assert http_get(f"{b.http_url}/readyz")[0] == 503
         r = complete(ws, "late", "x = ", max_tokens=2, timeout_s=5)
         assert r.kind == "error" and r.code == "engine_unavailable"
+    ws, _ = open_session(b.ws_url)      # dead (a restart is due): sessions open, and hear why on each request
+    with ws:
+        assert complete(ws, "dead", "x = ", max_tokens=2, timeout_s=5).code == "engine_unavailable"
 
 
 def test_the_engine_dying_mid_stream_ends_the_request_with_a_typed_error(fake_backend):

@@ -58,13 +58,17 @@ def test_a_fault_counts_only_its_period_and_only_its_affected_editors_recover():
 
 def test_recovery_from_the_faults_end_and_an_editor_that_never_recovers_fails():
     a = _editor("dev0", shows=[(1, "r1"), (12, "r2"), (30, "r4")])
-    b = _editor("dev1", shows=[(1, "r1")])
+    b = _editor("dev1", shows=[(1, "r1"), (25, "r1+4")], asks=[(22, 22.1, "empty"), (23, 23.1, "empty"),
+                                                                (24, 24.1, "items")], probes=[(21, True), (35, True)])
+    b["probes"][-1]["connected"] = True
     fault = {"name": "link_down", "t_start_s": 10.0, "t_end_s": 20.0, "t_stop_s": 40.0, "ref": "end",
              "affected": ["dev0", "dev1"]}
     fig = ff.fault_figures(fault, [a, b], {("s0", "r2"): {"dev0"}, ("s0", "r4"): {"dev0"}}, hang_s=5.0)
-    assert fig["recovery_by_user_s"] == {"dev0": pytest.approx(10.0), "dev1": None}
+    assert fig["recovery_by_user_s"] == {"dev0": pytest.approx(10.0), "dev1": None}   # r1+4: from the cache
     assert fig["not_recovered"] == 1 and fig["recovery_p50_s"] == pytest.approx(10.0)
-    assert ff.failures(fig) == ["1 editors with no suggestion again"]
+    assert fig["window_s"] == pytest.approx(20.0)
+    assert ff.failures(fig) == ["1 editors not recovered within 20 s"]
+    assert ff.why_not_recovered(fault, fig, [a, b]) == {"dev1": "on a-1; requests empty 2, items 1"}
 
 
 def test_a_slow_answer_is_hung_and_a_shown_suggestion_nobody_logged_is_unattributed():

@@ -2,7 +2,8 @@
 with its own replica_id, over the fake engine: what is tested is nginx and our routing, not vLLM), configured
 by deploy/nginx/render.py. Each user always lands on the same replica (the
 welcome frame names it), users spread over both, WebSocket streaming and SSE pass through the proxy, and
-when a replica goes away only its users move (consistent hashing).
+when a replica goes away only its users move (consistent hashing). A replica whose engine is still starting
+(restarted after a crash, say) takes no sessions: its users are served by the other one meanwhile.
 """
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import importlib.util
 import shutil
 import socket
 import subprocess
+import threading
 import time
 
 import httpx
 import pytest
 
 from quickcode.backend.launch import free_port
-from tests.conftest import ARTIFACTS, REPO, fake_server
+from tests.conftest import ARTIFACTS, REPO, fake_server, fake_settings
+from tests.support.waits import until
 from tests.support.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.nginx]
@@ -131,3 +134,31 @@ def test_losing_a_replica_moves_only_its_users(cluster):
     assert all(after[i] == survivor for i in stayed)
     print(f"\nreplica-b gone: {sum(1 for i in before if before[i] == 'replica-b')} users moved, {len(stayed)} stayed; "
           f"{N_USERS} reconnects through nginx took {elapsed * 1000:.0f} ms")
+
+
+def test_a_starting_replica_sends_its_users_to_the_other(tmp_path_factory):
+    from quickcode.backend.fake_engine import FakeEngine
+    from quickcode.backend.launch import InProcessBackend
+
+    nginx = shutil.which("nginx", path="/usr/sbin:/usr/bin:/sbin:/bin")
+    gate = threading.Event()
+    settings = fake_settings(replica_id="replica-b")
+    with fake_server(replica_id="replica-a") as replica_a, \
+            InProcessBackend(settings, FakeEngine(settings, hold_start=gate), wait_ready=False) as replica_b:
+        gen = _behind_nginx(nginx, replica_a, replica_b, tmp_path_factory)
+        c = next(gen)
+        try:
+            served = collections.Counter()
+            for i in range(N_USERS):       # half of them hash to replica-b, whose engine is starting
+                ws, welcome = open_session(c["ws"], **_key(i))
+                with ws:
+                    r = complete(ws, f"u{i}", max_tokens=2)
+                served[(welcome["replica"], r.kind)] += 1
+            assert served == {("replica-a", "done"): N_USERS}, served
+            gate.set()                     # once it serves, it takes sessions again
+            until(lambda: replica_b.app.state.backend.engine.ready, "replica-b's engine to start")
+            ws, welcome = open_session(replica_b.ws_url)
+            with ws:
+                assert welcome["replica"] == "replica-b" and complete(ws, "b", max_tokens=2).kind == "done"
+        finally:
+            gen.close()
