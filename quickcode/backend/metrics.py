@@ -44,7 +44,7 @@ OUTPUT_TOKENS = Counter("quickcode_output_tokens_total", "Tokens streamed to cli
 HEAL_DISAGREED = Counter("quickcode_heal_disagreed_total",
                          "Healed requests whose output did not write the healed text again (ended empty)")
 HEAL_STEPS = Counter("quickcode_heal_steps_total",
-                     "One-token requests a speculating engine ran to write healed text again (allowed_token_ids)")
+                     "One-token requests a speculating engine ran to write healed text again")
 SESSIONS = Gauge("quickcode_sessions", "Open WebSocket sessions")
 QUEUED = Gauge("quickcode_queued_requests", "Requests waiting in the admission queue")
 QUEUED_TOKENS = Gauge("quickcode_queued_prompt_tokens", "Prompt tokens waiting in the admission queue")

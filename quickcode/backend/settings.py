@@ -283,11 +283,11 @@ class Settings(BaseSettings):
         # The copy model is a logits processor of ours, run inside an embedded vLLM that decodes plainly: vLLM
         # 0.32 verifies speculated tokens without custom logits processors (the copy model would mix into some
         # tokens and not others), and a remote server (engine = "openai") loads none of ours. Token healing
-        # speculates too: a speculating engine heals with vLLM's own allowed_token_ids (vllm_engine.py
-        # `_heal_steps`); only a remote server cannot heal. Left at their defaults they give way; set, refused.
+        # speculates too: a speculating engine heals with vLLM's own allowed_token_ids
+        # (vllm_heal.py); only a remote server cannot heal. Left at their defaults they give way; set, refused.
         if self.engine == "openai":
-            needs, off = 'engine = "embedded" (a remote server runs no logits processor of ours)', ("copy_lambdas",
-                                                                                                  "heal_token")
+            needs = 'engine = "embedded" (a remote server runs no logits processor of ours)'
+            off = ("copy_lambdas", "heal_token")
         elif self.spec_method != "off":
             needs = 'spec_method = "off" (vLLM verifies speculated tokens without custom logits processors)'
             off = ("copy_lambdas",)

@@ -2,7 +2,8 @@
 abort, engine statistics.
 
 With quickcode/backend/vllm_logits.py (the copy model and token healing as a logits processor, loaded by vLLM
-from its name) the only module of the backend that imports vLLM. The draft model rides in
+from its name), vllm_heal.py (healing when the engine speculates) and vllm_stats.py (its step statistics) the
+only modules of the backend that import vLLM. The draft model rides in
 `speculative_config`; prefix caching uses a small block size so that a prompt that grows by a keystroke
 still hits (vLLM caches whole blocks only).
 """
@@ -18,58 +19,21 @@ from typing import AsyncIterator
 
 from tokenizers import Tokenizer
 
-from quickcode.backend import metrics
 from quickcode.backend.copy_model import EXTRA_KEY as COPY_KEY
 from quickcode.backend.copy_model import parse_lambdas
 from quickcode.backend.cpu_features import cpu_flags, served_dtype
 from quickcode.backend.engine import Delta, EngineStats, load_tokenizer
 from quickcode.backend.fim_templates import FimTemplate
 from quickcode.backend.heal_mask import EXTRA_KEY as HEAL_KEY
-from quickcode.backend.heal_mask import HealState, token_texts
+from quickcode.backend.heal_mask import token_texts
 from quickcode.backend.model_info import check_head_size, require_model_folder, served_max_model_len
 from quickcode.backend.settings import Settings
+from quickcode.backend.vllm_heal import heal_steps
+from quickcode.backend.vllm_stats import stat_logger_factory
 
 log = logging.getLogger("quickcode.engine")
 ENGINE_SHUTDOWN_TIMEOUT_S = 2.0
 LOGITS_FQCN = "quickcode.backend.vllm_logits:QuickcodeLogitsProcessor"   # imported in vLLM's engine process
-
-
-def stat_logger_factory(stats: EngineStats):
-    from vllm.v1.metrics.loggers import StatLoggerBase
-
-    class QuickcodeStatLogger(StatLoggerBase):
-        def __init__(self, vllm_config, engine_index: int = 0):
-            pass
-
-        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
-            for f in iteration_stats.finished_requests if iteration_stats is not None else ():
-                reason = str(f.finish_reason)
-                stats.finished[reason] = stats.finished.get(reason, 0) + 1
-            if scheduler_stats is None:
-                return
-            stats.num_running = scheduler_stats.num_running_reqs
-            stats.num_waiting = scheduler_stats.num_waiting_reqs
-            stats.kv_cache_usage = scheduler_stats.kv_cache_usage
-            pc = scheduler_stats.prefix_cache_stats
-            stats.prefix_queries += pc.queries
-            stats.prefix_hits += pc.hits
-            sd = scheduler_stats.spec_decoding_stats
-            if sd is not None:
-                stats.spec_drafts += sd.num_drafts
-                stats.spec_draft_tokens += sd.num_draft_tokens
-                stats.spec_accepted_tokens += sd.num_accepted_tokens
-                missing = len(sd.num_accepted_tokens_per_pos) - len(stats.spec_accepted_per_pos)
-                if missing > 0:
-                    stats.spec_accepted_per_pos += [0] * missing
-                for i, n in enumerate(sd.num_accepted_tokens_per_pos):
-                    stats.spec_accepted_per_pos[i] += n
-            stats.steps += 1
-            stats.updated_s = time.monotonic()
-
-        def log_engine_initialized(self):
-            pass
-
-    return QuickcodeStatLogger
 
 
 def preload_iomp() -> None:
@@ -119,7 +83,7 @@ def engine_args(s: Settings):
         distributed_executor_backend=s.distributed_executor_backend, max_num_seqs=s.max_num_seqs,
         speculative_config=spec, scheduling_policy="priority", disable_log_stats=not s.engine_log_stats,
         per_request_spec_decode_metrics="summary" if spec else "none", seed=0,
-        # a speculating engine takes no custom logits processor: it heals by allowed_token_ids (`_heal_steps`)
+        # a speculating engine takes no custom logits processor: it heals by allowed_token_ids (vllm_heal.py)
         logits_processors=([LOGITS_FQCN] if (parse_lambdas(s.copy_lambdas) or s.heal_token) and spec is None
                            else None),
     )
@@ -152,7 +116,7 @@ class VllmEngine:
         self.max_model_len = served_max_model_len(settings) or 0   # vLLM's own figure once started
         self.dtype = ""
         self._stopping = False
-        # request id → the id of its healing step in flight (speculating engines: `_heal_steps`), for `abort`
+        # request id → the id of its healing step in flight (speculating engines: vllm_heal.py), for `abort`
         self._heal_step_ids: dict[str, str] = {}
 
     # ── lifecycle
@@ -242,8 +206,8 @@ class VllmEngine:
 
         if healed and self.settings.spec_method != "off":
             written: list[int] = []
-            async for ids, delta in self._heal_steps(request_id, prompt_ids, healed, max_tokens, temperature,
-                                                     priority, cache_salt):
+            async for ids, delta in heal_steps(self, request_id, prompt_ids, healed, max_tokens, temperature,
+                                               priority, cache_salt):
                 written += ids
                 yield delta
                 if delta.finish_reason is not None:
@@ -267,39 +231,6 @@ class VllmEngine:
                         spec_draft_tokens=sd.num_draft_tokens if sd else 0,
                         spec_accepted_tokens=sum(j * n for j, n in enumerate(sd.histogram)) if sd else 0)
 
-    async def _heal_steps(self, request_id: str, prompt_ids: list[int], healed: str, max_tokens: int,
-                          temperature: float, priority: int, cache_salt: str | None):
-        """Token healing where the engine speculates (vLLM then runs no custom logits processor, but keeps a
-        request's `allowed_token_ids` at every verified position): one-token requests, each held by vLLM to the
-        tokens that agree with what is left of the healed text (heal_mask.py), until it is written again.
-        Yields (token ids, delta); the request's rest then speculates unconstrained, its prompt's prefix
-        cached."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
-        state = HealState(healed, self.tokenizer.encode(healed, add_special_tokens=False).ids,
-                          token_texts(self.tokenizer))
-        written: list[int] = []
-        try:
-            while (allowed := state.allowed(written)) is not None and len(written) < max_tokens:
-                step_id = f"{request_id}-heal{len(written)}"
-                self._heal_step_ids[request_id] = step_id
-                metrics.HEAL_STEPS.inc()
-                params = SamplingParams(max_tokens=1, temperature=temperature, allowed_token_ids=list(allowed),
-                                        output_kind=RequestOutputKind.DELTA, skip_special_tokens=True)
-                async for out in self.llm.generate(self._render(prompt_ids + written, cache_salt), params,
-                                                   step_id, priority=priority):
-                    c = out.outputs[0]
-                    ids = list(c.token_ids)
-                    written += ids
-                    stopped = bool(ids) and self.template is not None and ids[-1] in self.template.stop_ids
-                    yield ids, Delta(text=c.text, num_tokens=len(ids),
-                                     finish_reason="stop" if stopped else (
-                                         c.finish_reason if c.finish_reason == "abort" else None),
-                                     num_cached_tokens=out.num_cached_tokens or 0)
-        finally:
-            self._heal_step_ids.pop(request_id, None)
-
     async def sample(self, request_id: str, prompt_ids: list[int], max_tokens: int, stop: list[str], n: int,
                      temperature: float, seed: int, priority: int, cache_salt: str | None = None,
                      healed: str = "", min_tokens: int = 0) -> list[tuple[str, int]]:
@@ -311,8 +242,8 @@ class VllmEngine:
 
         head_text, head_ids = "", []
         if healed and self.settings.spec_method != "off":    # healed first, once for all children
-            async for ids, delta in self._heal_steps(request_id, prompt_ids, healed, max_tokens, temperature,
-                                                     priority, cache_salt):
+            async for ids, delta in heal_steps(self, request_id, prompt_ids, healed, max_tokens, temperature,
+                                               priority, cache_salt):
                 head_text, head_ids = head_text + delta.text, head_ids + ids
                 if delta.finish_reason is not None:
                     return [(head_text, len(head_ids))] * n

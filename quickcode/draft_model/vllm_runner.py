@@ -96,7 +96,8 @@ async def _loss(llm, windows: list[list[int]]) -> dict:
 
 async def run_one(run: dict, spec: dict) -> dict:
     from quickcode.backend.engine import EngineStats
-    from quickcode.backend.vllm_engine import engine_args, preload_iomp, stat_logger_factory
+    from quickcode.backend.vllm_engine import engine_args, preload_iomp
+    from quickcode.backend.vllm_stats import stat_logger_factory
     from quickcode.backend.settings import Settings
     from vllm.v1.engine.async_llm import AsyncLLM
 
