@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import time
 
+import pynvim
 import pytest
 
 from quickcode.backend.fake_engine import FakeEngine
 from quickcode.backend.settings import Settings
-from quickcode.benchmarks.neovim_driver import buffer_text, open_and_connect, start_nvim, wait_until
+from quickcode.benchmarks.neovim_driver import (PLUGIN, buffer_text, nvim_binary, open_and_connect, start_nvim,
+                                                wait_until)
 from tests.lsp_client.test_lsp_next_edit import edit_prompts, rewrite_region
 from tests.support.editor_helpers import failure_context
 
@@ -125,3 +127,46 @@ def test_neovim_with_next_edits_off_shows_none_and_tab_is_a_tab(tmp_path, fake_b
         nvim.exec_lua("require('quickcode').set_next_edit(true)")     # turned on live: shown after the next key
         nvim.input("y")
         assert wait_until(lambda: marks(nvim)["shown"], SHOW_TIMEOUT_S), "not shown once turned on"
+
+
+def test_neovim_takes_only_a_well_formed_edit_for_the_buffer_and_version(tmp_path):
+    """The plugin's check of a copilotInlineEdit answer (`_edit_of`, the answer is input), in a real Neovim: the
+    edit placed in bytes (UTF-16 columns of the line `é = a + b` converted), and nothing for another document,
+    another version, a range the buffer does not have, a reversed range, a non-integer position, a text that is
+    not a string or too long, or an edit that changes nothing."""
+    nvim = pynvim.attach("child", argv=[nvim_binary(), "--embed", "--headless", "--clean", "-n"])
+    try:
+        nvim.exec_lua("vim.opt.runtimepath:prepend(...)", str(PLUGIN))
+        got = nvim.exec_lua("""
+          local q = require('quickcode')
+          vim.api.nvim_buf_set_lines(0, 0, -1, false, { 'def f():', '    é = a + b' })
+          local uri = 'file:///x.py'
+          local function edit(over)
+            return vim.tbl_extend('force', { text = '*', textDocument = { uri = uri, version = 4 },
+              range = { start = { line = 1, character = 10 }, ['end'] = { line = 1, character = 11 } },
+              command = { title = '', command = 'quickcode.accept' } }, over or {})
+          end
+          local function of(e) return q._edit_of({ edits = { e } }, 0, uri, 4, 'utf-16') or false end
+          local function R(l0, c0, l1, c1)
+            return { start = { line = l0, character = c0 }, ['end'] = { line = l1, character = c1 } }
+          end
+          return {
+            good = of(edit()),
+            other_doc = of(edit({ textDocument = { uri = 'file:///y.py', version = 4 } })),
+            other_version = of(edit({ textDocument = { uri = uri, version = 3 } })),
+            no_line = of(edit({ range = R(5, 0, 5, 1) })),
+            past_line_end = of(edit({ range = R(1, 10, 1, 40) })),
+            reversed = of(edit({ range = R(1, 11, 1, 10) })),
+            fraction = of(edit({ range = R(1, 10.5, 1, 11) })),
+            not_text = of(edit({ text = 7 })),
+            too_long = of(edit({ text = ('x'):rep(20001) })),
+            unchanged = of(edit({ text = '+' })),
+            not_a_list = q._edit_of({ edits = 'x' }, 0, uri, 4, 'utf-16') or false,
+            none = q._edit_of(vim.NIL, 0, uri, 4, 'utf-16') or false,
+          }
+        """)
+        assert got["good"] == {"row": 1, "col": 11, "end_row": 1, "end_col": 12, "old": "+", "text": "*",
+                               "version": 4, "command": {"title": "", "command": "quickcode.accept"}}, got["good"]
+        assert [k for k, v in got.items() if k != "good" and v is not False] == []
+    finally:
+        nvim.close()

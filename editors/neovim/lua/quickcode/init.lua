@@ -515,8 +515,10 @@ end
 local function byte_pos(bufnr, pos, encoding)
   local line = vim.api.nvim_buf_get_lines(bufnr, pos.line, pos.line + 1, false)[1]
   if not line then return nil end
+  local ok_len, len = pcall(vim.str_utfindex, line, encoding)
+  if not ok_len or pos.character > len then return nil end      -- past the line's end: not this text
   local ok, col = pcall(vim.str_byteindex, line, encoding, pos.character, false)
-  if not ok or not col or col > #line then return nil end
+  if not ok or not col then return nil end
   return pos.line, col
 end
 
