@@ -43,6 +43,9 @@ export class NextEdits implements vscode.Disposable {
         if (e.textEditor === vscode.window.activeTextEditor) this.schedule();
       }),
       vscode.window.onDidChangeActiveTextEditor(() => { this.clear(); this.schedule(); }),
+      vscode.workspace.onDidChangeConfiguration(e => {
+        if (e.affectsConfiguration('quickcode') && !this.on()) { this.cancelAsk(); this.clear(); }
+      }),
       vscode.commands.registerCommand('quickcode.acceptNextEdit', () => this.accept()),
       vscode.commands.registerCommand('quickcode.dismissNextEdit', () => this.clear()),
     ];
