@@ -1,10 +1,10 @@
 """Next-edit suggestions in a real VS Code 1.100.3 (code-server, headless Chromium, the packaged extension from
 editors/vscode/dist/quickcode.vsix) with `quickcode.nextEdit` on, the real language server and a real backend on
-the fake engine (its "model" rewrites the editable region it is shown, `a + b` → `a * b`: the editor code is what
-is under test, and the embedded model was not tuned for edits). With the cursor two lines below `a + b`, the
-extension shows the edit where it goes — `+` struck through and `→ *` after that line, not the cursor's — a key
-typed drops it (and the pause after it asks again), Escape drops it, Tab applies it, and the file saved holds the
-edit and the typed keys only (Tab inserted no tab). With the setting off nothing is shown and no edit is asked.
+the fake engine (its "model" rewrites the editable region, `a + b` → `a * b`, once `#mul` is typed two lines
+below: the editor code is what is under test, and the embedded model was not tuned for edits). The extension
+shows the edit where it goes — `+` struck through and `→ *` after that line, not the cursor's — a key typed drops
+it, the pause after the next asks again, Escape drops it, Tab applies it, and the file saved holds the edit and
+the typed keys only (Tab inserted no tab). With the setting off nothing is shown and no edit is asked.
 
 Needs `scripts/setup.sh editors`. Run alone: .venv/bin/python -m pytest tests/editors/test_vscode_next_edit.py -s
 """
@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from quickcode.backend.edit_prompt import CURSOR, REGION_END, REGION_START
 from quickcode.backend.fake_engine import FakeEngine
 from quickcode.backend.launch import free_port
 from quickcode.backend.settings import Settings
@@ -26,6 +27,7 @@ from tests.support.editor_helpers import QUICKCODE, failure_context
 pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
 
 DOC = "def add(a, b):\n    total = a + b\n    return total\n"
+MARK = "#mul"
 SHOW_TIMEOUT_S = 30.0       # generous: this 2-core machine is shared with training runs
 
 
@@ -43,6 +45,21 @@ def running_code_server(tmp_path, ws_url: str, next_edit: bool):
     return ws, lsp_log, cs, f"http://127.0.0.1:{port}"
 
 
+def extension_logs(tmp_path) -> dict:
+    """The extension's output channel (code-server writes it under the user data's logs)."""
+    return {f"extension log {p.name}": p for p in sorted((tmp_path / "data" / "logs").glob("**/*quickcode*.log"))}
+
+
+def rewrite_below_mark(prompt: str) -> list[str]:
+    """The fake model, for an edit prompt: `a + b` made `a * b` when a line of the region is exactly MARK (the
+    cursor's line once it is typed), else the region as it is (no edit); for a completion, nothing."""
+    if not prompt.endswith(REGION_START + "\n"):
+        return []
+    region = prompt.split(REGION_START + "\n")[1].split(REGION_END)[0].replace(CURSOR, "")
+    new = region.replace("a + b", "a * b") if MARK in region.split("\n") else region
+    return [new, REGION_END, "\n"]
+
+
 def shown(bridge: Bridge):
     return bridge("nextEdit")["nextEdit"]
 
@@ -52,38 +69,42 @@ def engine():
     return FakeEngine(Settings(spec_method="off", heal_token=False), script=rewrite_region)
 
 
-def test_vscode_shows_a_next_edit_away_from_the_cursor_and_tab_applies_it(tmp_path, fake_backend, engine):
+def test_vscode_shows_a_next_edit_away_from_the_cursor_and_tab_applies_it(tmp_path, fake_backend):
     if vscode_driver.missing():
         pytest.fail(vscode_driver.missing())
-    b = fake_backend(engine)
+    b = fake_backend(FakeEngine(Settings(spec_method="off", heal_token=False), script=rewrite_below_mark))
     ws, lsp_log, cs, url = running_code_server(tmp_path, b.ws_url, next_edit=True)
     bridge = None
     try:
         bridge = Bridge(url, ws, tmp_path / "bridge.log")
         bridge("open", file="calc.py")                    # the cursor at the end: line 4, below `return total`
-        context = lambda: failure_context(lsp_log, None, {"code-server log": tmp_path / "code-server.log"})
+        context = lambda: failure_context(lsp_log, None, {"code-server log": tmp_path / "code-server.log",
+                                                           **extension_logs(tmp_path)})
+        bridge("key", text=MARK)
         edit = wait_until(lambda: shown(bridge), SHOW_TIMEOUT_S, step=0.1)
         assert edit, "no next edit shown\n" + context()
         print("[vscode next edit] shown:", edit)
         assert edit["struck"] == "+" and edit["preview"] == "*", edit
         assert edit["struck_line"] == edit["preview_line"] == 2 and edit["cursor_line"] == 4, edit  # away from it
 
-        bridge("key", text="x")                            # typing drops it at once ...
-        assert shown(bridge) is None
+        bridge("key", text="x")                            # typed something else: dropped (no edit there)
+        assert wait_until(lambda: shown(bridge) is None, 10, step=0.05), "typing did not drop it"
+        bridge("backspace")                                # back where the edit is proposed: shown again
         assert wait_until(lambda: shown(bridge), SHOW_TIMEOUT_S, step=0.1), "not asked again after typing"
-        bridge("escape")                                   # ... and so does Escape
-        assert wait_until(lambda: shown(bridge) is None, 5, step=0.05), "Escape did not drop it"
+        bridge("escape")                                   # Escape drops it, and it stays dropped
+        assert wait_until(lambda: shown(bridge) is None, 10, step=0.05), "Escape did not drop it"
         time.sleep(1.0)
         assert shown(bridge) is None, "dropped by Escape, shown again with nothing typed"
 
-        bridge("key", text="y")
+        bridge("key", text="x")
+        bridge("backspace")
         assert wait_until(lambda: shown(bridge), SHOW_TIMEOUT_S, step=0.1), "not asked again after typing"
-        bridge("tab")                                      # applies it, away from the cursor
+        bridge("tab")                                      # applies it, two lines above the cursor
         bridge("save")
         path = ws / "calc.py"
-        expected = DOC.replace("a + b", "a * b") + "xy"
+        expected = DOC.replace("a + b", "a * b") + MARK
         assert wait_until(lambda: path.read_text() == expected, 10, step=0.1), (path.read_text(), expected)
-        assert shown(bridge) is None
+        assert wait_until(lambda: shown(bridge) is None, 5, step=0.05)
     finally:
         if bridge is not None:
             bridge.close()

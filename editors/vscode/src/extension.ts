@@ -28,6 +28,7 @@ let statusItem: vscode.StatusBarItem;
 let output: vscode.LogOutputChannel;
 let pollTimer: NodeJS.Timeout | undefined;
 let clientDisposables: vscode.Disposable[] = [];
+let nextEdits: NextEdits | undefined;
 
 const SECRET_KEY = 'quickcode.token';
 const PLAIN_OK_KEY = 'quickcode.plainTextTokenHosts';   // hosts the user agreed to send the token to over ws://
@@ -68,7 +69,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await pushSettings();
     }),
     vscode.workspace.onDidChangeConfiguration(onConfigurationChanged),
-    new NextEdits(() => client, () => nextEditOn(serverSettings(get)), output),
+    nextEdits = new NextEdits(() => client, () => nextEditOn(serverSettings(get)), output),
     { dispose: () => { void stopClient(); } },
   );
   await startClient();
@@ -126,6 +127,7 @@ async function startClient(): Promise<void> {
     return;
   }
   installTelemetryProvider(c);
+  nextEdits?.schedule();          // the editor open before the server ran: its next edit, not only after a key
   await refreshStatus();
   pollTimer = setInterval(() => { void refreshStatus(); }, STATUS_POLL_MS);
 }
