@@ -5,6 +5,8 @@ document and checked against the document as it is when it is answered (fresh.py
 Invariant (tests/lsp_client/test_next_edit.py): an edit is returned only inside the region around the cursor
 it was asked at, and only on the document it was made on (or an insertion typed into, its rest); a change to
 the document while the edit is being asked cancels it (the user typed something else: its answer is dropped).
+Callers asking at the same place of the same text at once (an editor's `copilotInlineEdit` and its inline
+completion with nothing to insert) share one backend request: two would supersede each other at the backend.
 """
 from __future__ import annotations
 
@@ -15,10 +17,10 @@ from quickcode.lsp_client import fresh
 from quickcode.lsp_client.clock import Clock
 from quickcode.lsp_client.config import ClientConfig
 from quickcode.lsp_client.documents import Doc
-from quickcode.lsp_client.edit_region import NextEdit, edit_request, placed, region_around
+from quickcode.lsp_client.edit_region import NextEdit, Region, edit_request, placed, region_around
 from quickcode.lsp_client.edits import EditHistory
-from quickcode.lsp_client.stream import Unavailable
-from quickcode.protocol import Done
+from quickcode.lsp_client.stream import Stream, Unavailable
+from quickcode.protocol import Done, Edit
 
 MAX_DOCS = 32      # documents whose edit history is kept (the least recently edited forgotten first)
 
@@ -28,6 +30,7 @@ class NextEdits:
         self.channel, self.clock, self.docs = channel, clock, docs
         self.history = EditHistory(max_docs=MAX_DOCS)
         self.running: dict[str, str] = {}      # uri → the id of the edit being asked for it
+        self.asking: dict[str, _Ask] = {}       # uri → the ask in flight, shared by callers at its place
         # asked; then answered (shown), none (no edit), stale (the document moved on), typed_away (cancelled by
         # an edit), late (past the deadline), failed (an error or a lost connection); unavailable: not asked
         self.counts = dict.fromkeys(("asked", "answered", "none", "stale", "typed_away", "late", "failed",
@@ -78,7 +81,7 @@ class NextEdits:
             await self.clock.sleep(self.cfg.debounce_ms / 1000)
             if self.docs.get(uri) is not doc or doc.text is not text:
                 return None
-        edit = await self._ask(doc, text, cursor_then)
+        edit = await self._shared_ask(doc, text, cursor_then)
         if edit is None:
             return None
         await caught_up()
@@ -87,8 +90,36 @@ class NextEdits:
         self.counts["stale" if now is None else "answered"] += 1
         return now
 
-    async def _ask(self, doc: Doc, text: str, cursor: int) -> NextEdit | None:
-        """One `edit` for the region around `cursor` of `text`, waited for within the deadline."""
+    async def _shared_ask(self, doc: Doc, text: str, cursor: int) -> NextEdit | None:
+        """`_submit` and `_answer`, or joined to the ask in flight at `cursor` of this very `text`; cancelled
+        once no caller waits."""
+        held = self.asking.get(doc.uri)
+        if held is None or held.text is not text or held.cursor != cursor or held.task.done():
+            asked = self._submit(doc, text, cursor)       # sent now; the waiting is shared
+            if asked is None:
+                return None
+            held = _Ask(text, cursor, asyncio.ensure_future(self._answer(doc, text, *asked)))
+            self.asking[doc.uri] = held
+            held.task.add_done_callback(lambda _, uri=doc.uri, h=held, rid=asked[1].id: self._ask_done(uri, h, rid))
+        held.waiters += 1
+        try:
+            return await asyncio.shield(held.task)
+        except asyncio.CancelledError:
+            if not held.task.done() and held.waiters == 1:
+                held.task.cancel()                       # the last caller gave up: the backend request ends
+            raise
+        finally:
+            held.waiters -= 1
+
+    def _ask_done(self, uri: str, held: "_Ask", rid: str) -> None:
+        if self.asking.get(uri) is held:
+            del self.asking[uri]
+        if held.task.cancelled() and self.running.get(uri) == rid:   # cancelled before `_answer` ever ran
+            del self.running[uri]
+            self.channel.cancel(rid)
+
+    def _submit(self, doc: Doc, text: str, cursor: int) -> tuple[Region, Edit, Stream] | None:
+        """One `edit` for the region around `cursor` of `text`, sent; None: no region, or no connection."""
         cfg = self.cfg
         region = region_around(text, cursor, cfg.next_edit_lines, cfg.next_edit_region_chars)
         if region is None:
@@ -106,6 +137,11 @@ class NextEdits:
             return None
         self.counts["asked"] += 1
         self.running[doc.uri] = msg.id
+        return region, msg, stream
+
+    async def _answer(self, doc: Doc, text: str, region: Region, msg: Edit, stream: Stream) -> NextEdit | None:
+        """The edit `msg` asked, waited for within the deadline; None: no edit, late, failed or typed away."""
+        cfg = self.cfg
         try:
             end = await self.clock.timeout(stream.ended(), cfg.deadline_ms / 1000)
         except TimeoutError:
@@ -127,3 +163,11 @@ class NextEdits:
         edit = None if stream.replace is None else placed(region, stream.replace, text, msg.id)
         self.counts["none"] += edit is None
         return edit
+
+
+class _Ask:
+    """One edit being asked: where (the text, by identity, and the cursor), its task, the callers awaiting it."""
+    __slots__ = ("text", "cursor", "task", "waiters")
+
+    def __init__(self, text: str, cursor: int, task: asyncio.Future):
+        self.text, self.cursor, self.task, self.waiters = text, cursor, task, 0

@@ -169,3 +169,34 @@ def test_a_key_typed_during_the_pause_before_asking_asks_nothing():
         n.clock.advance(0.05)
         return await task
     assert asyncio.run(run()) is None and channel.sent == []
+
+
+def test_callers_at_the_same_place_share_one_request_cancelled_when_none_waits():
+    """An editor's copilotInlineEdit and its inline completion ask at one pause: one backend request (two would
+    supersede each other at the backend), both answered; a caller that gives up leaves the other its answer,
+    and when every caller gave up the request is cancelled."""
+    n, channel, docs = setup()
+    at = DOC.index("a + b")
+
+    async def shared():
+        first = asyncio.create_task(n.suggest(URI, DOC, at, no_wait))
+        second = asyncio.create_task(n.suggest(URI, DOC, at, no_wait))
+        await asyncio.sleep(0)
+        (msg,) = channel.sent
+        first.cancel()                                   # one caller gives up: the request stays
+        await asyncio.sleep(0)
+        assert channel.cancelled == []
+        channel.answer(msg.id, msg.region.index("+"), msg.region.index("+") + 1, "*")
+        return first, await second
+    first, e = asyncio.run(shared())
+    assert first.cancelled() and e is not None and e.text == "*" and n.asking == {}
+
+    async def abandoned():
+        tasks = [asyncio.create_task(n.suggest(URI, DOC, at, no_wait)) for _ in range(2)]
+        await asyncio.sleep(0)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.sleep(0)
+    asyncio.run(abandoned())
+    assert len(channel.sent) == 2 and channel.cancelled == [channel.sent[1].id] and n.asking == {}

@@ -13,3 +13,10 @@ cmd('QuickcodeRestart', function()
   for _, c in ipairs(vim.lsp.get_clients({ name = 'quickcode' })) do c:stop() end
   vim.defer_fn(function() vim.cmd('doautoall FileType') end, 500)
 end, { desc = 'quickcode: restart the language server' })
+cmd('QuickcodeNextEdit', function(a)
+  local q = qc()
+  local on = ({ on = true, off = false })[a.args]
+  if on == nil then on = q.server_settings().nextEdit ~= true end
+  q.set_next_edit(on)
+end, { nargs = '?', complete = function() return { 'on', 'off', 'toggle' } end,
+       desc = 'quickcode: next-edit suggestions on, off or toggled' })

@@ -3,8 +3,8 @@
 // server's suggestions as ghost text. The server's own commands (quickcode.accept, quickcode.status, ...)
 // are registered by the client from the server's executeCommandProvider; VS Code runs an item's
 // `quickcode.accept` command when the user accepts it. This file adds settings sync, a status-bar item,
-// UI commands and (where VS Code lets an extension use the inlineCompletionsAdditions API) the
-// Copilot-style didShow / didPartiallyAccept notifications.
+// UI commands, next-edit suggestions (nextEdit.ts, setting `quickcode.nextEdit`) and (where VS Code lets an
+// extension use the inlineCompletionsAdditions API) the Copilot-style didShow / didPartiallyAccept notifications.
 import * as vscode from 'vscode';
 import {
   DidChangeConfigurationNotification, ExecuteCommandRequest, InlineCompletionRequest, LanguageClient,
@@ -12,9 +12,10 @@ import {
 } from 'vscode-languageclient/node';
 import type * as lsp from 'vscode-languageclient/node';
 import {
-  endpointList, MoreTextParams, needsRestart, partialAcceptParams, plainTextTokenHosts, presentStatus, ProtocolInlineItem,
-  retriggerFor, serverLaunch, serverSettings, ServerStatus, userLevelGetter,
+  endpointList, MoreTextParams, needsRestart, nextEditOn, partialAcceptParams, plainTextTokenHosts, presentStatus,
+  ProtocolInlineItem, retriggerFor, serverLaunch, serverSettings, ServerStatus, userLevelGetter,
 } from './logic';
+import { NextEdits } from './nextEdit';
 
 const SECTION = 'quickcode';
 const STATUS_NOTIFICATION = '$/quickcode/status';
@@ -27,6 +28,7 @@ let statusItem: vscode.StatusBarItem;
 let output: vscode.LogOutputChannel;
 let pollTimer: NodeJS.Timeout | undefined;
 let clientDisposables: vscode.Disposable[] = [];
+let nextEdits: NextEdits | undefined;
 
 const SECRET_KEY = 'quickcode.token';
 const PLAIN_OK_KEY = 'quickcode.plainTextTokenHosts';   // hosts the user agreed to send the token to over ws://
@@ -67,6 +69,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       await pushSettings();
     }),
     vscode.workspace.onDidChangeConfiguration(onConfigurationChanged),
+    nextEdits = new NextEdits(() => client, () => nextEditOn(serverSettings(get)), output),
     { dispose: () => { void stopClient(); } },
   );
   await startClient();
@@ -124,6 +127,7 @@ async function startClient(): Promise<void> {
     return;
   }
   installTelemetryProvider(c);
+  nextEdits?.schedule();          // the editor open before the server ran: its next edit, not only after a key
   await refreshStatus();
   pollTimer = setInterval(() => { void refreshStatus(); }, STATUS_POLL_MS);
 }

@@ -4,6 +4,7 @@
 /** `quickcode.*` keys that are forwarded to the language server unchanged (quickcode/lsp_client/config.py names, camelCase). */
 export const FORWARDED_KEYS = [
   'enabled', 'languages', 'debounceMs', 'maxTokens', 'deadlineMs', 'multilineMaxLines', 'suggestionUnit',
+  'nextEdit',
 ] as const;
 
 /** What `$/quickcode/status` and `quickcode.status` carry (quickcode/lsp_client/server.py `status()`); all optional. */
@@ -197,4 +198,64 @@ export function retriggerFor(p: MoreTextParams | undefined, documentUri: string,
   cursor: { line: number; character: number }, selectionEmpty: boolean): boolean {
   return !!p && selectionEmpty && p.textDocument?.uri === documentUri
     && p.position?.line === cursor.line && p.position?.character === cursor.character;
+}
+
+// ── next edits (`textDocument/copilotInlineEdit`, setting `quickcode.nextEdit`)
+
+/** Whether the extension asks for next edits: `nextEdit` on (directly or through `advanced`) and not disabled. */
+export function nextEditOn(settings: Record<string, unknown>): boolean {
+  return (settings.nextEdit === true || settings.next_edit === true) && settings.enabled !== false;
+}
+
+export interface Pos { line: number; character: number }
+
+/** One edit of a `textDocument/copilotInlineEdit` answer, as the extension uses it. */
+export interface InlineEdit {
+  range: { start: Pos; end: Pos };
+  text: string;
+  version: number;            // the document version the edit applies to
+  command?: { title: string; command: string; arguments?: unknown[] };
+}
+
+const MAX_EDIT_CHARS = 20000;      // an answer larger than this is not shown (a hostile or broken server)
+
+function isPos(p: unknown): p is Pos {
+  const o = p as Pos;
+  return isObject(p) && Number.isInteger(o.line) && o.line >= 0 && Number.isInteger(o.character) && o.character >= 0;
+}
+
+/**
+ * The edit of a `copilotInlineEdit` answer for `uri`, or null: none, malformed, for another document, an empty
+ * range with no text, or a range that ends before it starts. Every field is checked (the answer is input).
+ */
+export function inlineEditFor(result: unknown, uri: string): InlineEdit | null {
+  const edits = isObject(result) && Array.isArray(result.edits) ? result.edits : [];
+  for (const e of edits) {
+    if (!isObject(e) || typeof e.text !== 'string' || e.text.length > MAX_EDIT_CHARS || !isObject(e.range)) continue;
+    const { start, end } = e.range as { start: unknown; end: unknown };
+    const doc = e.textDocument as { uri?: unknown; version?: unknown } | undefined;
+    if (!isPos(start) || !isPos(end) || !isObject(doc) || doc.uri !== uri || !Number.isInteger(doc.version)) continue;
+    if (end.line < start.line || (end.line === start.line && end.character < start.character)) continue;
+    if (e.text === '' && end.line === start.line && end.character === start.character) continue;
+    const command = isObject(e.command) && typeof e.command.command === 'string'
+      ? e.command as InlineEdit['command'] : undefined;
+    return { range: { start, end }, text: e.text, version: doc.version as number, command };
+  }
+  return null;
+}
+
+/** The preview drawn after the target line: the new text on one line (line breaks as ⏎), at most `maxChars`. */
+export function editPreview(text: string, maxChars = 120): string {
+  const one = text.replace(/\r?\n/g, ' ⏎ ').replace(/\t/g, '  ');
+  const shown = one.length > maxChars ? `${one.slice(0, maxChars - 1)}…` : one;
+  return shown === '' ? '(delete)' : shown;
+}
+
+/**
+ * Whether a shown edit may still be applied: the document is at the version it was answered for and the
+ * range holds the very text it held when it was shown (never apply an edit to a document that moved on).
+ */
+export function editStillApplies(shown: { version: number; oldText: string },
+  now: { version: number; textInRange: string }): boolean {
+  return shown.version === now.version && shown.oldText === now.textInRange;
 }

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
   serverSettings, serverLaunch, presentStatus, partialAcceptParams, needsRestart, retriggerFor, userLevelGetter,
-  plainTextTokenHosts, USER_LEVEL_KEYS,
+  plainTextTokenHosts, USER_LEVEL_KEYS, nextEditOn, inlineEditFor, editPreview, editStillApplies,
 } from '../dist/logic.mjs';
 
 const getter = (obj) => (key) => obj[key];
@@ -118,4 +118,53 @@ test('plain ws:// to a non-loopback host with a token is flagged; wss:// and loo
     'ws://10.0.0.5:8765/v1/ws', 'ws://b.example/v1/ws', 'ws://b.example/v1/ws', 'not a url'];
   assert.deepEqual(plainTextTokenHosts(eps, true), ['10.0.0.5:8765', 'b.example']);
   assert.deepEqual(plainTextTokenHosts(eps, false), []);
+});
+
+// ── next edits
+
+test('nextEdit is off by default, on through the setting or advanced, never while disabled', () => {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url)));
+  assert.equal(pkg.contributes.configuration.properties['quickcode.nextEdit'].default, false);
+  assert.equal(nextEditOn(serverSettings(getter({}))), false);
+  assert.equal(nextEditOn(serverSettings(getter({ nextEdit: true }))), true);
+  assert.equal(serverSettings(getter({ nextEdit: true })).nextEdit, true, 'forwarded to the server');
+  assert.equal(nextEditOn(serverSettings(getter({ advanced: { nextEdit: true } }))), true);
+  assert.equal(nextEditOn(serverSettings(getter({ nextEdit: true, enabled: false }))), false);
+  // Tab applies an edit only while one is shown, and never over ghost text or the suggest widget
+  const tab = pkg.contributes.keybindings.find(k => k.key === 'tab');
+  assert.equal(tab.command, 'quickcode.acceptNextEdit');
+  assert.match(tab.when, /^quickcode\.nextEditShown && /);
+  assert.match(tab.when, /!inlineSuggestionVisible/);
+  assert.match(tab.when, /!suggestWidgetVisible/);
+});
+
+test('inlineEditFor takes a well-formed edit for the document and nothing else', () => {
+  const uri = 'file:///a.py';
+  const good = { range: { start: { line: 1, character: 14 }, end: { line: 1, character: 15 } }, text: '*',
+    textDocument: { uri, version: 3 }, command: { title: '', command: 'quickcode.accept', arguments: [{ id: 'e1' }] } };
+  assert.deepEqual(inlineEditFor({ edits: [good] }, uri),
+    { range: good.range, text: '*', version: 3, command: good.command });
+  assert.equal(inlineEditFor({ edits: [] }, uri), null);
+  assert.equal(inlineEditFor(null, uri), null);
+  assert.equal(inlineEditFor({ edits: [good] }, 'file:///b.py'), null, 'another document');
+  const bad = [
+    { ...good, text: 7 }, { ...good, text: 'x'.repeat(20001) }, { ...good, range: null },
+    { ...good, range: { start: { line: -1, character: 0 }, end: { line: 1, character: 0 } } },
+    { ...good, range: { start: { line: 2, character: 0 }, end: { line: 1, character: 0 } } },
+    { ...good, range: { start: { line: 1, character: 1.5 }, end: { line: 1, character: 2 } } },
+    { ...good, textDocument: { uri } }, { ...good, range: { start: good.range.start, end: good.range.start }, text: '' },
+  ];
+  for (const e of bad) assert.equal(inlineEditFor({ edits: [e] }, uri), null, JSON.stringify(e).slice(0, 80));
+  assert.equal(inlineEditFor({ edits: [...bad, good] }, uri).text, '*', 'the first well-formed one');
+  assert.equal(inlineEditFor({ edits: [{ ...good, command: 'x' }] }, uri).command, undefined);
+});
+
+test('editPreview is one line, bounded; editStillApplies needs the same version and text', () => {
+  assert.equal(editPreview('a * b'), 'a * b');
+  assert.equal(editPreview('x = 1\ny = 2\n'), 'x = 1 ⏎ y = 2 ⏎ ');
+  assert.equal(editPreview(''), '(delete)');
+  assert.equal(editPreview('y'.repeat(500)).length, 120);
+  assert.equal(editStillApplies({ version: 3, oldText: '+' }, { version: 3, textInRange: '+' }), true);
+  assert.equal(editStillApplies({ version: 3, oldText: '+' }, { version: 4, textInRange: '+' }), false);
+  assert.equal(editStillApplies({ version: 3, oldText: '+' }, { version: 3, textInRange: '-' }), false);
 });

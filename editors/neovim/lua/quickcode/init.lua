@@ -8,6 +8,9 @@
 --- `vim.lsp.inline_completion.get()` executes `item.command` itself after inserting the text, and so does
 --- `vim.lsp.completion` on CompleteDone, so this plugin never runs it a second time. Partial accepts
 --- (word / line) insert part of the text and send `textDocument/didPartiallyAcceptCompletion`.
+---
+--- Next edits (`next_edit = true`, off by default): the edit the server proposes near the cursor, also away
+--- from it (`textDocument/copilotInlineEdit`), shown on its target line; Tab applies it while it is shown.
 local M = {}
 
 local NAME = 'quickcode'
@@ -43,6 +46,12 @@ local defaults = {
   ask = 'keystroke',
   --- Server log file (one waterfall line per backend request); nil = $QUICKCODE_LSP_LOG or stderr.
   log_file = nil, ---@type string?
+  --- Next-edit suggestions (the server's `nextEdit`): in insert mode, after a change or a cursor move, the
+  --- edit the server proposes near the cursor (possibly on another line) is shown on its target line (the text
+  --- it replaces struck through, the new text after the line); the accept key applies it while it is shown
+  --- (after any ghost text), any other change drops it. Also `settings = { nextEdit = true }`; live:
+  --- :QuickcodeNextEdit on|off|toggle.
+  next_edit = false,
   --- Insert-mode keys, buffer-local where the server is attached; false disables one.
   --- accept / accept_alt fall back to the key's own meaning when no suggestion is shown.
   keymaps = {
@@ -81,6 +90,7 @@ function M.server_settings()
   local s = vim.deepcopy(M.config.settings or {})
   if M.config.endpoints and #M.config.endpoints > 0 then s.endpoints = M.config.endpoints end
   if M.config.token and M.config.token ~= '' then s.token = M.config.token end
+  if M.config.next_edit == true then s.nextEdit = true end
   return s
 end
 
@@ -429,7 +439,7 @@ local function map_keys(bufnr)
   end
   -- accept, or the key's own meaning when nothing is shown
   imap(k.accept, function()
-    if M.accept(bufnr) then return '' end
+    if M.accept(bufnr) or M.accept_edit(bufnr) then return '' end
     return feed(k.accept)
   end, 'accept suggestion', true)
   imap(k.accept_alt, function()
@@ -442,6 +452,214 @@ local function map_keys(bufnr)
   imap(k.prev, function() M.next(-1) end, 'previous suggestion')
   imap(k.dismiss, function() M.dismiss(bufnr) end, 'dismiss suggestion')
   imap(k.trigger, M.trigger, 'suggest now')
+end
+
+-- ── next edits (textDocument/copilotInlineEdit) ─────────────────────────────────────────────────────
+-- After a change or a cursor move in insert mode the plugin asks the server for the next edit (the server
+-- waits for the pause itself, and answers nothing if the document changed meanwhile); a newer ask cancels the
+-- older. The edit is shown with extmarks of the namespace `quickcode.next_edit`: its range struck through
+-- (QuickcodeNextEditRemoved) and `→ new text` at the end of its line (QuickcodeNextEditAdded). Any change of
+-- the buffer, leaving insert mode or the buffer drops it.
+
+local INLINE_EDIT = 'textDocument/copilotInlineEdit'
+local edit_ns = vim.api.nvim_create_namespace('quickcode.next_edit')
+local edit_augroup = vim.api.nvim_create_augroup('quickcode.next_edit', { clear = true })
+local MAX_EDIT_CHARS = 20000       -- an answer larger than this is not shown (a broken or hostile server)
+M._edit_ns = edit_ns
+
+--- bufnr → the edit shown { row, col, end_row, end_col (bytes), old, text, version, command, client_id }
+local shown_edits = {}
+--- bufnr → { client, id } of the ask in flight
+local edit_asks = {}
+local edit_ask_scheduled = {}
+
+vim.api.nvim_set_hl(0, 'QuickcodeNextEditRemoved', { default = true, strikethrough = true })
+vim.api.nvim_set_hl(0, 'QuickcodeNextEditAdded', { default = true, link = 'DiffAdd' })
+
+--- Whether next edits are asked for: `next_edit` (or the server setting `nextEdit`) on, completions enabled.
+function M.next_edit_on()
+  local s = M.server_settings()
+  return (s.nextEdit == true or s.next_edit == true) and s.enabled ~= false
+end
+
+local function buf_version(bufnr)
+  return vim.lsp.util.buf_versions[bufnr]
+end
+
+local function cancel_edit_ask(bufnr)
+  local ask = edit_asks[bufnr]
+  edit_asks[bufnr] = nil
+  if ask and ask.client and not ask.client:is_stopped() then pcall(ask.client.cancel_request, ask.client, ask.id) end
+end
+
+--- Drop the next edit shown in {bufnr} (and the ask in flight).
+function M.clear_edit(bufnr)
+  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+  cancel_edit_ask(bufnr)
+  shown_edits[bufnr] = nil
+  if vim.api.nvim_buf_is_valid(bufnr) then vim.api.nvim_buf_clear_namespace(bufnr, edit_ns, 0, -1) end
+end
+
+--- The edit shown in {bufnr}, nil when none (for tests and statuslines).
+function M.shown_edit(bufnr)
+  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+  return shown_edits[bufnr]
+end
+
+local function is_pos(p)
+  return type(p) == 'table' and type(p.line) == 'number' and p.line >= 0 and p.line == math.floor(p.line)
+    and type(p.character) == 'number' and p.character >= 0 and p.character == math.floor(p.character)
+end
+
+--- An LSP position of {bufnr} as (row, byte col), nil when the buffer has no such place.
+local function byte_pos(bufnr, pos, encoding)
+  local line = vim.api.nvim_buf_get_lines(bufnr, pos.line, pos.line + 1, false)[1]
+  if not line then return nil end
+  local ok_len, len = pcall(vim.str_utfindex, line, encoding)
+  if not ok_len or pos.character > len then return nil end      -- past the line's end: not this text
+  local ok, col = pcall(vim.str_byteindex, line, encoding, pos.character, false)
+  if not ok or not col then return nil end
+  return pos.line, col
+end
+
+--- The edit of a copilotInlineEdit answer {result} for {bufnr} at {version}, placed in the buffer; nil when
+--- there is none, it is malformed (every field is checked: the answer is input), or not for this version.
+function M._edit_of(result, bufnr, uri, version, encoding)
+  local edits = type(result) == 'table' and result.edits
+  if type(edits) ~= 'table' then return nil end
+  for _, e in ipairs(edits) do
+    local doc, range = type(e) == 'table' and e.textDocument, type(e) == 'table' and e.range
+    if type(e.text) == 'string' and #e.text <= MAX_EDIT_CHARS and type(range) == 'table' and is_pos(range.start)
+        and is_pos(range['end']) and type(doc) == 'table' and doc.uri == uri and doc.version == version then
+      local row, col = byte_pos(bufnr, range.start, encoding)
+      local end_row, end_col = byte_pos(bufnr, range['end'], encoding)
+      if row and end_row and (end_row > row or (end_row == row and end_col >= col)) then
+        local old = table.concat(vim.api.nvim_buf_get_text(bufnr, row, col, end_row, end_col, {}), '\n')
+        if old ~= e.text then
+          local command = type(e.command) == 'table' and type(e.command.command) == 'string' and e.command or nil
+          return { row = row, col = col, end_row = end_row, end_col = end_col, old = old, text = e.text,
+                   version = version, command = command }
+        end
+      end
+    end
+  end
+end
+
+local function show_edit(bufnr, edit)
+  M.clear_edit(bufnr)
+  shown_edits[bufnr] = edit
+  if edit.end_row > edit.row or edit.end_col > edit.col then
+    vim.api.nvim_buf_set_extmark(bufnr, edit_ns, edit.row, edit.col, {
+      end_row = edit.end_row, end_col = edit.end_col, hl_group = 'QuickcodeNextEditRemoved', priority = 200 })
+  end
+  local lines = vim.split(edit.text, '\n', { plain = true })
+  local first = table.remove(lines, 1)
+  local virt_lines = {}
+  for _, l in ipairs(lines) do table.insert(virt_lines, { { '  ' .. l, 'QuickcodeNextEditAdded' } }) end
+  vim.api.nvim_buf_set_extmark(bufnr, edit_ns, edit.end_row, 0, {
+    virt_text = { { '→ ' .. (edit.text == '' and '(delete)' or first), 'QuickcodeNextEditAdded' } },
+    virt_text_pos = 'eol', virt_lines = #virt_lines > 0 and virt_lines or nil, priority = 200 })
+end
+
+--- Ask the server for the next edit at the cursor of {bufnr} (insert mode, next edits on); the answer is shown
+--- if the buffer is still at the version asked.
+function M.ask_edit(bufnr)
+  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+  cancel_edit_ask(bufnr)
+  local client = M.client(bufnr)
+  if not client or not M.next_edit_on() or vim.api.nvim_get_current_buf() ~= bufnr
+      or not vim.api.nvim_get_mode().mode:match('^i') then
+    return false
+  end
+  local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
+  local version = buf_version(bufnr)
+  params.textDocument.version = version
+  local uri = params.textDocument.uri
+  local ok, id
+  ok, id = client:request(INLINE_EDIT, params, function(err, result)
+    if edit_asks[bufnr] == nil or edit_asks[bufnr].id ~= id then return end     -- a newer ask replaced it
+    edit_asks[bufnr] = nil
+    if err or not vim.api.nvim_buf_is_valid(bufnr) or buf_version(bufnr) ~= version then return end
+    local edit = M._edit_of(result, bufnr, uri, version, client.offset_encoding)
+    if not edit then return M.clear_edit(bufnr) end
+    edit.client_id = client.id
+    show_edit(bufnr, edit)
+  end, bufnr)
+  if ok then edit_asks[bufnr] = { client = client, id = id } end
+  return ok
+end
+
+--- Ask once the events of this key are in (a change and its cursor move: one ask).
+local function ask_edit_soon(bufnr)
+  if edit_ask_scheduled[bufnr] or not M.next_edit_on() then return end
+  edit_ask_scheduled[bufnr] = true
+  vim.schedule(function()
+    edit_ask_scheduled[bufnr] = nil
+    if vim.api.nvim_buf_is_valid(bufnr) then M.ask_edit(bufnr) end
+  end)
+end
+
+--- Whether the edit {e} shown in {bufnr} still applies: the buffer is at the version it was answered for and
+--- its range holds the text it held when it was shown.
+local function edit_applies(bufnr, e)
+  if buf_version(bufnr) ~= e.version then return false end
+  local ok, lines = pcall(vim.api.nvim_buf_get_text, bufnr, e.row, e.col, e.end_row, e.end_col, {})
+  return ok and table.concat(lines, '\n') == e.old
+end
+
+--- Apply the next edit shown in {bufnr} (the accept key, after any ghost text); false when none is shown or
+--- it no longer applies (then the key keeps its own meaning). Runs scheduled (a key mapping may not change
+--- text) and checks again there.
+function M.accept_edit(bufnr)
+  if not bufnr or bufnr == 0 then bufnr = vim.api.nvim_get_current_buf() end
+  local e = shown_edits[bufnr]
+  if not e or not edit_applies(bufnr, e) then
+    if e then M.clear_edit(bufnr) end
+    return false
+  end
+  vim.schedule(function()
+    if shown_edits[bufnr] ~= e then return end
+    M.clear_edit(bufnr)
+    if not edit_applies(bufnr, e) then return end
+    local lines = vim.split(e.text, '\n', { plain = true })
+    vim.api.nvim_buf_set_text(bufnr, e.row, e.col, e.end_row, e.end_col, lines)
+    local win = vim.api.nvim_get_current_win()
+    if vim.api.nvim_win_get_buf(win) == bufnr then
+      local last = e.row + #lines - 1
+      vim.api.nvim_win_set_cursor(win, { last + 1, (#lines == 1 and e.col or 0) + #lines[#lines] })
+    end
+    local client = vim.lsp.get_client_by_id(e.client_id)
+    if client and e.command then client:exec_cmd(e.command, { bufnr = bufnr }) end
+  end)
+  return true
+end
+
+--- Turn next edits on or off for this session (the server setting `nextEdit`, sent live).
+function M.set_next_edit(on)
+  M.config.next_edit = on
+  M.config.settings = M.config.settings or {}
+  M.config.settings.nextEdit = on
+  for _, client in ipairs(vim.lsp.get_clients({ name = NAME })) do
+    client.settings = { quickcode = M.server_settings() }
+    client:notify('workspace/didChangeConfiguration', { settings = client.settings })
+  end
+  if not on then
+    for bufnr in pairs(shown_edits) do M.clear_edit(bufnr) end
+  end
+  vim.notify('quickcode next edits ' .. (on and 'on' or 'off'))
+end
+
+local function watch_edits(bufnr)
+  vim.api.nvim_clear_autocmds({ group = edit_augroup, buffer = bufnr })
+  vim.api.nvim_create_autocmd({ 'TextChangedI', 'TextChanged' }, { group = edit_augroup, buffer = bufnr,
+    callback = function()
+      M.clear_edit(bufnr)             -- typed something: the edit shown is for text that is gone
+      ask_edit_soon(bufnr)
+    end })
+  vim.api.nvim_create_autocmd({ 'InsertEnter', 'CursorMovedI' }, { group = edit_augroup, buffer = bufnr,
+    callback = function() ask_edit_soon(bufnr) end })
+  vim.api.nvim_create_autocmd({ 'InsertLeave', 'BufLeave', 'BufWipeout' }, { group = edit_augroup, buffer = bufnr,
+    callback = function() M.clear_edit(bufnr) end })
 end
 
 local function on_attach(client, bufnr)
@@ -469,6 +687,7 @@ local function on_attach(client, bufnr)
   else
     vim.bo[bufnr].omnifunc = 'v:lua.vim.lsp.omnifunc'
   end
+  watch_edits(bufnr)
   map_keys(bufnr)
 end
 

@@ -6,6 +6,10 @@
 //   {"op": "backspace"} | {"op": "tab"} | {"op": "undo"}  press the key (undo: Ctrl+Z)
 //   {"op": "ghost"}                     → {"ghost": "first line\nmore lines" | null}
 //   {"op": "line"}                      → {"line": the text of the cursor's line, as rendered}
+//   {"op": "nextEdit"}                  → {"nextEdit": {struck, preview, struck_line, preview_line, cursor_line} | null}:
+//                                         the next edit shown (text struck through, the preview after its line;
+//                                         lines are 1-based view lines)
+//   {"op": "escape"}                    press Escape
 //   {"op": "save"}                      Ctrl+S
 //   {"op": "quit"}
 // Every reply is {"ok": true, ...} or {"ok": false, "error": "..."}.
@@ -48,6 +52,33 @@ async function cursorLine() {
   }));
 }
 
+// the next edit the extension shows (src/nextEdit.ts): its struck-through text and the `→ new text` after its line
+async function nextEdit() {
+  return page.evaluate(() => {
+    const ed = document.querySelector('.monaco-editor.focused');
+    if (!ed) return null;
+    const lineHeight = parseFloat(getComputedStyle(ed.querySelector('.view-lines .view-line')).height);
+    const scroll = ed.querySelector('.lines-content');
+    const lineOf = (el) => {
+      const row = el.closest('.view-line') ?? el.closest('.view-overlays > div');
+      return row ? Math.round((parseFloat(row.style.top) - parseFloat(scroll?.style.top || 0)) / lineHeight) + 1 : null;
+    };
+    const spans = [...ed.querySelectorAll('.view-lines .view-line span')].filter(s => s.children.length === 0);
+    const struckSpans = spans.filter(s => getComputedStyle(s).textDecorationLine.includes('line-through'));
+    let preview = null, previewLine = null;
+    for (const s of spans) {
+      const after = getComputedStyle(s, '::after').content;
+      const text = after && after !== 'none' && after !== 'normal' ? JSON.parse(after) : s.textContent;
+      if (text.startsWith('→ ')) { preview = text.slice(2); previewLine = lineOf(s); break; }
+    }
+    if (preview === null && struckSpans.length === 0) return null;
+    const cur = ed.querySelector('.view-overlays .current-line');
+    return { struck: struckSpans.map(s => s.textContent).join(''), preview,
+      struck_line: struckSpans.length ? lineOf(struckSpans[0]) : null, preview_line: previewLine,
+      cursor_line: cur ? lineOf(cur) : null };
+  }).then(r => r && { ...r, struck: nbsp(r.struck), preview: r.preview === null ? null : nbsp(r.preview) });
+}
+
 async function key(text) {
   if (text.startsWith('\n')) {
     await page.keyboard.press('Enter');
@@ -65,6 +96,8 @@ const ops = {
   undo: () => page.keyboard.press('Control+Z'),
   ghost: async () => ({ ghost: await ghost() }),
   line: async () => ({ line: await cursorLine() }),
+  nextEdit: async () => ({ nextEdit: await nextEdit() }),
+  escape: () => page.keyboard.press('Escape'),
   save: () => page.keyboard.press('Control+S'),
 };
 
