@@ -20,7 +20,8 @@ Read in the order of a request:
                  around it makes most likely), the best sent whole
   scheduler.py   pure admission logic: newest first per user, supersede, prefetch on spare capacity, shedding
   engine.py      the `Engine` protocol the service streams from (`Delta`, `EngineStats`)
-  vllm_engine.py   the engine on vLLM's AsyncLLM (with vllm_logits.py the only modules that import vLLM)
+  vllm_engine.py   the engine on vLLM's AsyncLLM (only vllm_*.py import vLLM); vllm_stats.py its step
+                   statistics; vllm_heal.py token healing when it speculates (vLLM's allowed_token_ids)
   remote_engine.py the engine on a remote OpenAI-compatible vLLM server or router (`engine = "openai"`)
   vllm_logits.py   our vLLM logits processor: copy_model.py (the prompt's own n-grams mixed in) and
                    heal_mask.py (a healed prefix's text written again by agreeing tokens)

@@ -284,7 +284,8 @@ class Settings(BaseSettings):
         # 0.32 verifies speculated tokens without custom logits processors (the copy model would mix into some
         # tokens and not others), and a remote server (engine = "openai") loads none of ours. Token healing
         # speculates too: a speculating engine heals with vLLM's own allowed_token_ids
-        # (vllm_heal.py); only a remote server cannot heal. Left at their defaults they give way; set, refused.
+        # (vllm_heal.py); only a remote server cannot heal. Left at their defaults they give way; set,
+        # refused.
         if self.engine == "openai":
             needs = 'engine = "embedded" (a remote server runs no logits processor of ours)'
             off = ("copy_lambdas", "heal_token")

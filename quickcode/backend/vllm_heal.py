@@ -1,7 +1,8 @@
 """Token healing where the engine speculates: vLLM 0.32 loads no custom logits processor then (so not
-quickcode/backend/vllm_logits.py), but keeps a request's `allowed_token_ids` at every position it verifies. The
-healed text (quickcode/backend/heal_mask.py) is written again by one-token requests held to the agreeing tokens;
-`VllmEngine` then streams the request's rest, speculating, from the cached prefix.
+quickcode/backend/vllm_logits.py), but keeps a request's `allowed_token_ids` at every position it
+verifies. The healed text (quickcode/backend/heal_mask.py) is written again by one-token requests held
+to the agreeing tokens; `VllmEngine` then streams the request's rest, speculating, from the cached
+prefix.
 """
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from quickcode.backend.heal_mask import HealState, token_texts
 
 async def heal_steps(engine, request_id: str, prompt_ids: list[int], healed: str, max_tokens: int,
                      temperature: float, priority: int, cache_salt: str | None):
-    """One-token requests of `engine` (a started VllmEngine), each held to the tokens that agree with what is left
-    of `healed`, until it is written again; yields (token ids, delta) per step. The step in flight is recorded in
-    `engine._heal_step_ids` so that aborting the request aborts it."""
+    """One-token requests of `engine` (a started VllmEngine), each held to the tokens that agree with what
+    is left of `healed`, until it is written again; yields (token ids, delta) per step. The step in flight
+    is recorded in `engine._heal_step_ids` so that aborting the request aborts it."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
