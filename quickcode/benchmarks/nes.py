@@ -40,13 +40,14 @@ from quickcode.backend.edit_prompt import replacement
 from quickcode.benchmarks.accept_rule import accepted_len
 from quickcode.benchmarks.report import Report, md_table, paired_bootstrap, percentile
 from quickcode.draft_model.edit_pairs import after_edits, read
+from quickcode.lsp_client.config import ClientConfig
 from quickcode.lsp_client.edit_region import region_around
 
 ARMS = ("nes", "inline")
 ARM_SETTINGS = {"nes": {"next_edit": True},
                 "inline": {"next_edit": False, "suggestion_unit": "block", "block_patience_ms": 0,
                            "line_patience_ms": 0}}
-CLIENT_DEADLINE_MS = 1500.0        # the client's default deadline (quickcode/lsp_client/config.py)
+CLIENT_DEADLINE_MS = ClientConfig().deadline_ms      # the client's default deadline
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -165,7 +166,8 @@ async def _replay(ed, arm: str, rec: dict, i: int, seed: int, speed: float) -> d
                 e = ed.offset(item.range.end.line, item.range.end.character)
             suggestion = (s, e, text)
     ed.close()
-    region = region_around(d1, at, 3, 2000)
+    cfg = ClientConfig()
+    region = region_around(d1, at, cfg.next_edit_lines, cfg.next_edit_region_chars)
     target = replacement(d1, d2)
     return {"id": rec["id"], "package": rec["package"], "path": rec["path"], "arm": arm, "sequence": i,
             **score(d1, d2, suggestion), "answered": suggestion is not None, "latency_ms": round(latency_ms, 1),
@@ -265,11 +267,17 @@ def report(rows: list[dict], args, started_s: float) -> dict:
             f"({', '.join(fig['packages'])}; `quickcode model edits`, whole packages held out), each replayed by "
             f"both arms: the first edit typed through the real language server (typing speed ×{args.speed}, "
             f"seed {args.seed}), then one request at the pause. Client deadline {args.deadline_ms:.0f} ms in both "
-            "arms. The real next edit's inserted characters: "
+            "arms. The real next edits' inserted characters: "
             f"{fig['target_chars']}; next edits inside the lines around the cursor a next edit may change "
-            f"(3 above and below): {fig['reachable_share']:.0%}. Intervals: 90 %, resampling sequences with "
-            "replacement (2,000 draws), paired across arms. The rule for exact and supplied is the module "
-            "docstring's (quickcode/benchmarks/nes.py): the same for both arms.")
+            f"({ClientConfig().next_edit_lines} above and below): {fig['reachable_share']:.0%}. Intervals: 90 %, "
+            "resampling sequences with replacement (2,000 draws), paired across arms.")
+    rep.add("**The rule, the same for both arms.** The real next edit and the suggestion are each made the "
+            "smallest replacement of the document after the first edit (common head, then common tail). The "
+            "suggestion is exact when making it gives exactly the document after the real next edit. The characters "
+            "it supplies are the characters of the real next edit's inserted text it gets right: all of them when "
+            "exact; else, when it starts where the real edit starts and replaces no more of the old text, the right "
+            "leading words of its text (accept-next-word while the words are right); else none. A next edit that "
+            "only deletes has no characters to supply (it counts in the exact rate).")
     rows_md = [
         ["exact next edit", *(_fmt(arms[a]["exact_rate"], ci.get(f"{a}.exact_rate")) + f" ({arms[a]['exact']})"
                               for a in ARMS)],
