@@ -96,3 +96,15 @@ def test_whole_packages_are_held_out_and_the_manifest_says_which(tmp_path):
     ep.write(tmp_path / "out", train, heldout, stats, tmp_path / pins[0].filename)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["heldout_packages"] == sorted(held) and len(ep.read(tmp_path / "out", "heldout")) == len(held)
+
+
+def test_the_lock_takes_the_newest_stable_releases_with_an_sdist_oldest_first(monkeypatch):
+    from quickcode.draft_model import pypi
+
+    def f(name, yanked=False):
+        return {"filename": name, "hashes": {"sha256": "0" * 64}, "size": 10, "yanked": yanked}
+    files = [f("geom-1.0.tar.gz"), f("geom-1.1.tar.gz"), f("geom-1.2-py3-none-any.whl"), f("geom-1.2.tar.gz"),
+             f("geom-1.3.tar.gz", yanked=True), f("geom-2.0rc1.tar.gz"), f("geom-1.10.tar.gz")]
+    monkeypatch.setattr(pypi, "_index_files", lambda name: files)
+    assert [p.version for p in pypi.resolve_releases("geom", 3)] == ["1.1", "1.2", "1.10"]
+    assert pypi.resolve_releases("geom", 5) == "4 releases with an sdist"
