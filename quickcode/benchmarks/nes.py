@@ -177,7 +177,8 @@ async def _replay(ed, arm: str, rec: dict, i: int, seed: int, speed: float) -> d
                                                            "text": suggestion[2][:400]}}
 
 
-async def _run_all(url: str, recs: list[dict], args) -> list[dict]:
+async def _run_all(url: str, recs: list[dict], args) -> tuple[list[dict], dict]:
+    """(the replays, what the nes arm's language server counted: the model served, next-edit outcomes)."""
     from quickcode.benchmarks.editor_sim import SimEditor, lsp_command
 
     eds = {}
@@ -187,9 +188,10 @@ async def _run_all(url: str, recs: list[dict], args) -> list[dict]:
         eds[arm] = SimEditor(lsp_command(), style="neovim-pause", init_options=init, seed=args.seed)
         await eds[arm].start()
     try:
+        status = {}
         for ed in eds.values():
             for _ in range(400):
-                if (await ed.command("quickcode.status")).get("connected"):
+                if (status := await ed.command("quickcode.status")).get("connected"):
                     break
                 await asyncio.sleep(0.05)
         rows = []
@@ -206,7 +208,8 @@ async def _run_all(url: str, recs: list[dict], args) -> list[dict]:
             print(f"[nes] {i + 1}/{len(recs)} {rec['id']}: nes {'exact' if n['exact'] else 'no'} "
                   f"{n['supplied']}/{n['target_chars']} chars {n['latency_ms']:.0f} ms; inline "
                   f"{m['supplied']}/{m['target_chars']} chars {m['latency_ms']:.0f} ms", file=sys.stderr, flush=True)
-        return rows
+        stats = await eds["nes"].command("quickcode.stats")
+        return rows, {"model": status.get("model", ""), "next_edits": dict(stats.get("next_edits") or {})}
     finally:
         for ed in eds.values():
             await ed.stop()
@@ -257,8 +260,9 @@ def _fmt(x, ci=None, f="{:.1%}") -> str:
     return f"{f.format(x)} [{f.format(ci[0])}, {f.format(ci[1])}]"
 
 
-def report(rows: list[dict], args, started_s: float) -> dict:
+def report(rows: list[dict], args, started_s: float, served: dict | None = None) -> dict:
     fig = figures(rows)
+    served = served or {}
     ci, arms = fig["ci"], fig["arms"]
     rep = Report("nes", "Next-edit suggestions vs plain inline completion, on real edit sequences",
                  out=getattr(args, "out", None))
@@ -270,7 +274,11 @@ def report(rows: list[dict], args, started_s: float) -> dict:
             "arms. The real next edits' inserted characters: "
             f"{fig['target_chars']}; next edits inside the lines around the cursor a next edit may change "
             f"({ClientConfig().next_edit_lines} above and below): {fig['reachable_share']:.0%}. Intervals: 90 %, "
-            "resampling sequences with replacement (2,000 draws), paired across arms.")
+            "resampling sequences with replacement (2,000 draws), paired across arms."
+            + (f" Model served: `{served['model']}`." if served.get("model") else "")
+            + (" The nes arm's language server's next-edit outcomes (asked; answered, none, stale, typed away, "
+               "late, failed, unavailable): " + ", ".join(f"{k} {v}" for k, v in served["next_edits"].items()) + "."
+               if served.get("next_edits") else ""))
     rep.add("**The rule, the same for both arms.** The real next edit and the suggestion are each made the "
             "smallest replacement of the document after the first edit (common head, then common tail). The "
             "suggestion is exact when making it gives exactly the document after the real next edit. The characters "
@@ -304,7 +312,8 @@ def report(rows: list[dict], args, started_s: float) -> dict:
         [[i + 1, f"`{by['nes'][i]['id']}`", by["nes"][i]["target_chars"], "yes" if by["nes"][i]["reachable"] else "no",
           f"{'yes' if by['nes'][i]['exact'] else 'no'}, {by['nes'][i]['supplied']}, {by['nes'][i]['latency_ms']:.0f}",
           f"{by['inline'][i]['supplied']}, {by['inline'][i]['latency_ms']:.0f}"] for i in sorted(by["nes"])]))
-    headline = {"sequences": fig["sequences"], "packages": len(fig["packages"]), "target_chars": fig["target_chars"],
+    headline = {"sequences": fig["sequences"], "packages": len(fig["packages"]), "model": served.get("model", ""),
+                "next_edit_outcomes": served.get("next_edits", {}), "target_chars": fig["target_chars"],
                 "reachable_share": _rnd(fig["reachable_share"]),
                 **{a: {k: _rnd(v, 3 if "share" in k or "rate" in k else 1) for k, v in arms[a].items()} for a in ARMS},
                 "supplied_ratio_nes_vs_inline": _rnd(ratio),
@@ -329,8 +338,8 @@ def run(args: argparse.Namespace) -> dict:
         backend = start_backend(Path("artifacts/logs/bench-nes-backend.log").resolve())
         url = backend.ws_url
     try:
-        rows = asyncio.run(_run_all(url, recs, args))
+        rows, served = asyncio.run(_run_all(url, recs, args))
     finally:
         if backend is not None:
             stop_backend(backend, 60)
-    return report(rows, args, started_s)
+    return report(rows, args, started_s, served)

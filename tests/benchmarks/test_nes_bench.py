@@ -69,4 +69,5 @@ def test_a_model_keeping_the_region_suggests_no_next_edit(fake_backend, tmp_path
     def keeps(prompt: str) -> list[str]:
         return [_region(prompt), REGION_END] if prompt.endswith(REGION_START + "\n") else []
     h = _bench(fake_backend, tmp_path, keeps)
+    assert h["next_edit_outcomes"]["asked"] == 2 and h["next_edit_outcomes"]["none"] == 2
     assert h["nes"]["answered_share"] == 0.0 and h["nes"]["exact_rate"] == 0.0 and h["nes"]["supplied_share"] == 0
