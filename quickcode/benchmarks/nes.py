@@ -54,6 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", type=Path, default=Path("runs/edits"),
                    help="the output of `quickcode model edits` (its heldout.jsonl is replayed)")
     p.add_argument("--url", default=None, help="a running backend (ws://.../v1/ws); default: start one")
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the backend it starts (repeatable), e.g. profile=default")
     p.add_argument("--sequences", type=int, default=30, help="held-out edit sequences replayed (each by both arms)")
     p.add_argument("--speed", type=float, default=3.0, help="typing speed multiple (1 ≈ 55 words per minute)")
     p.add_argument("--deadline-ms", type=float, default=15_000.0,
@@ -335,7 +337,7 @@ def run(args: argparse.Namespace) -> dict:
     backend, url = None, args.url
     if url is None:
         print("[nes] starting the backend", file=sys.stderr, flush=True)
-        backend = start_backend(Path("artifacts/logs/bench-nes-backend.log").resolve())
+        backend = start_backend(Path("artifacts/logs/bench-nes-backend.log").resolve(), *getattr(args, "sets", ()))
         url = backend.ws_url
     try:
         rows, served = asyncio.run(_run_all(url, recs, args))
