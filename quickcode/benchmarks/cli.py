@@ -19,6 +19,8 @@ BENCHES = {
     "cold": ("quickcode.benchmarks.cold", "cold prompts through /v1/completions: time to the first chunk vs the 600 ms budget"),
     "neovim": ("quickcode.benchmarks.neovim_typing", "a developer typing in a real Neovim: asked at pauses vs on every change"),
     "vscode": ("quickcode.benchmarks.vscode_typing", "the same developer typing in a real VS Code (code-server) with the extension"),
+    "nes": ("quickcode.benchmarks.nes", "next-edit suggestions on held-out real edit sequences vs plain inline "
+                                       "completion: exact next edits, characters supplied, latency"),
     "invoke": ("quickcode.benchmarks.invoke", "an invoked suggestion (trigger-suggestion key) per arm: exact lines, latency"),
     "draft": ("quickcode.benchmarks.draft", "draft acceptance per code pattern (PyTorch and vLLM), speed-ups, INT8"),
     "quality": ("quickcode.benchmarks.quality", "HumanEval single-line infilling (exact, pass@1), idiom lines, top-1, typing: "

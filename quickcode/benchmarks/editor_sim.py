@@ -198,6 +198,35 @@ class SimEditor:
             text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
             content_changes=[T.TextDocumentContentChangePartial(range=T.Range(pos, pos), text=s)]))
 
+    def replace(self, start: int, end: int, s: str) -> None:
+        """`text[start:end]` becomes `s` (offsets anywhere in the document: an edit away from its end)."""
+        rng = T.Range(self._pos(start), self._pos(end))
+        self.text = self.text[:start] + s + self.text[end:]
+        self.version += 1
+        self.client.text_document_did_change(T.DidChangeTextDocumentParams(
+            text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
+            content_changes=[T.TextDocumentContentChangePartial(range=rng, text=s)]))
+
+    def offset(self, line: int, character_utf16: int) -> int:
+        """The offset of an LSP position (UTF-16 columns) in the document; a column past its line is its end."""
+        start = 0
+        for _ in range(line):
+            nl = self.text.find("\n", start)
+            if nl < 0:
+                return len(self.text)
+            start = nl + 1
+        end = self.text.find("\n", start)
+        row = self.text[start:len(self.text) if end < 0 else end]
+        units = 0
+        for k, ch in enumerate(row):
+            if units >= character_utf16:
+                return start + k
+            units += 2 if ord(ch) > 0xFFFF else 1
+        return start + len(row)
+
+    def close(self) -> None:
+        self.client.text_document_did_close(T.DidCloseTextDocumentParams(T.TextDocumentIdentifier(uri=self.uri)))
+
     def backspace(self) -> None:
         end = self._pos(len(self.text))
         start = self._pos(len(self.text) - 1)
@@ -207,15 +236,26 @@ class SimEditor:
             text_document=T.VersionedTextDocumentIdentifier(uri=self.uri, version=self.version),
             content_changes=[T.TextDocumentContentChangePartial(range=T.Range(start, end), text="")]))
 
-    def ask(self, invoked: bool = False) -> tuple[int, asyncio.Future]:
-        """Send textDocument/inlineCompletion with a known id (so that it can be cancelled like an editor does)."""
+    def ask(self, invoked: bool = False, at: int | None = None) -> tuple[int, asyncio.Future]:
+        """Send textDocument/inlineCompletion with a known id (so that it can be cancelled like an editor does),
+        at offset `at` (default: the end of the document)."""
         params = T.InlineCompletionParams(
-            text_document=T.TextDocumentIdentifier(uri=self.uri), position=self._pos(len(self.text)),
+            text_document=T.TextDocumentIdentifier(uri=self.uri),
+            position=self._pos(len(self.text) if at is None else at),
             context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Invoked if invoked
                                               else T.InlineCompletionTriggerKind.Automatic))
         self._msg_id += 1
         fut = self.client.protocol.send_request_async(T.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=self._msg_id)
         return self._msg_id, asyncio.ensure_future(fut)
+
+    async def inline_edit(self, at: int) -> dict:
+        """`textDocument/copilotInlineEdit` with the cursor at offset `at` of the document as it is now:
+        `{edits: [{range, text, ...}]}` (the request the next-edit clients send)."""
+        pos = self._pos(at)
+        result = await self.client.protocol.send_request_async("textDocument/copilotInlineEdit", {
+            "textDocument": {"uri": self.uri, "version": self.version},
+            "position": {"line": pos.line, "character": pos.character}})
+        return _plain(result)
 
     def cancel(self, msg_id: int) -> None:
         self.client.cancel_request(T.CancelParams(id=msg_id))   # $/cancelRequest; the server answers -32800
@@ -401,6 +441,15 @@ def _item_id(item) -> str:
     cmd = getattr(item, "command", None)
     args = (getattr(cmd, "arguments", None) or [None]) if cmd is not None else [None]
     return str(_field(args[0], "id") or "") if args[0] is not None else ""
+
+
+def _plain(o):
+    """A custom request's result as pygls hands it over (named tuples for objects) → dicts and lists."""
+    if hasattr(o, "_asdict"):
+        return {k: _plain(v) for k, v in o._asdict().items()}
+    if isinstance(o, (list, tuple)):
+        return [_plain(x) for x in o]
+    return o
 
 
 def _field(o, name: str):

@@ -42,6 +42,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=_prepare)
 
+    ed = msub.add_parser("edits", help="edit sequences from consecutive released versions of PyPI packages: "
+                                       "train/held-out JSONL and a manifest (quickcode/draft_model/edit_pairs.py)")
+    ed.add_argument("--data", type=Path, default=Path("runs/edits"))
+    ed.add_argument("--lock", type=Path, default=Path("quickcode/draft_model/sources/pypi-edits.tsv"),
+                    help="the sdists (consecutive versions of each package) pinned by sha256")
+    ed.add_argument("--cache-dir", type=Path, default=Path("runs/cache"),
+                    help="downloads (<cache-dir>/pypi/<sdist>, verified by the lock's sha256)")
+    ed.add_argument("--heldout-fraction", type=float, default=0.2, help="share of whole packages held out")
+    ed.add_argument("--window-lines", type=int, default=8,
+                    help="the next edit starts at most this many lines after the previous one ends")
+    ed.set_defaults(func=_edits)
+
     for name, helptext in (("train", "train a target or a draft from scratch"),
                            ("distill", "train a draft on a target's logits (KL) and the data")):
         t = msub.add_parser(name, help=helptext)
@@ -189,6 +201,18 @@ def _shrink(args: argparse.Namespace) -> int:
     record = shrink(args.target, args.out, windows, layers=len(args.keep) if args.keep else args.layers,
                     intermediate=args.intermediate, keep=args.keep, argv=sys.argv[1:])
     print(json.dumps({k: record[k] for k in ("kept_layers", "intermediate_size", "params")}))
+    return 0
+
+
+def _edits(args: argparse.Namespace) -> int:
+    from quickcode.draft_model.edit_pairs import build_from_lock
+
+    def progress(i: int, n: int, what: str) -> None:
+        print(f"[edits] pair {i + 1}/{n}: {what}", file=sys.stderr, flush=True)
+
+    print(json.dumps(build_from_lock(args.lock, args.data, args.cache_dir / "pypi",
+                                     heldout_fraction=args.heldout_fraction, window_lines=args.window_lines,
+                                     progress=progress)))
     return 0
 
 

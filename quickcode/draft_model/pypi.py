@@ -4,7 +4,8 @@ The lock (`quickcode/draft_model/sources/pypi.tsv`: name, version, filename, sha
 corpus reproducible: an archive is downloaded once into the cache (`runs/cache/pypi/`), by the file name
 PyPI's simple index gives for it, and refused unless its sha256 is the locked one. `python -m
 quickcode.draft_model.pypi lock` writes the lock from a list of names (the version pinned where given, else
-the newest release that has an sdist).
+the newest release that has an sdist; with `--releases N`, the newest N stable releases that have one, oldest
+first: consecutive versions of one package, for edit pairs).
 
 The licence is read from the sdist itself: the declared metadata of PKG-INFO (License-Expression, License,
 classifiers) and, when that declares nothing recognisable, the LICENSE/COPYING text.
@@ -112,6 +113,26 @@ def resolve(name: str, version: str | None) -> Pin | str:
     if f.get("size", 0) > MAX_SDIST_BYTES:
         return "sdist too large"
     return Pin(canonicalize_name(name), v, f["filename"], f["hashes"]["sha256"], int(f.get("size", 0)))
+
+
+def resolve_releases(name: str, n: int) -> list[Pin] | str:
+    """The sdists of the newest `n` stable releases of `name` that have one (oldest first); else why not."""
+    try:
+        files = _index_files(name)
+    except urllib.error.HTTPError as e:
+        return f"index {e.code}"
+    by_version: dict[Version, dict] = {}
+    for f in files:
+        v = _sdist_version(f["filename"], name)
+        if v is not None and not v.is_prerelease and not f.get("yanked") and v not in by_version:
+            by_version[v] = f
+    newest = sorted(by_version)[-n:]
+    if len(newest) < n:
+        return f"{len(newest)} releases with an sdist"
+    if any(by_version[v].get("size", 0) > MAX_SDIST_BYTES for v in newest):
+        return "sdist too large"
+    return [Pin(canonicalize_name(name), str(v), by_version[v]["filename"], by_version[v]["hashes"]["sha256"],
+                int(by_version[v].get("size", 0))) for v in newest]
 
 
 # ── archives ──────────────────────────────────────────────────────────────────────────────────────────────────
@@ -278,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     lk.add_argument("names", type=Path)
     lk.add_argument("--out", type=Path, required=True)
     lk.add_argument("--workers", type=int, default=4)
+    lk.add_argument("--releases", type=int, default=0,
+                    help="lock the newest N stable releases of each name (consecutive versions) instead of one")
     args = ap.parse_args(argv)
     wanted = []
     for line in args.names.read_text().splitlines():
@@ -285,14 +308,15 @@ def main(argv: list[str] | None = None) -> int:
         if line:
             name, _, version = line.partition("==")
             wanted.append((name.strip(), version.strip() or None))
+    one = (lambda nv: resolve_releases(nv[0], args.releases)) if args.releases else (lambda nv: resolve(*nv))
     with ThreadPoolExecutor(args.workers) as pool:
-        got = list(pool.map(lambda nv: resolve(*nv), wanted))
+        got = list(pool.map(one, wanted))
     pins, skipped = [], {}
     for (name, _), r in zip(wanted, got):
-        if isinstance(r, Pin):
-            pins.append(r)
-        else:
+        if isinstance(r, str):
             skipped[name] = r
+        else:
+            pins += r if isinstance(r, list) else [r]
     write_lock(args.out, pins, f"PyPI sdists of {args.names.name}: {len(pins)} locked, {len(skipped)} skipped\n"
                f"skipped: {json.dumps(skipped, sort_keys=True)}")
     print(json.dumps({"locked": len(pins), "skipped": len(skipped)}))
