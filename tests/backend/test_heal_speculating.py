@@ -1,7 +1,8 @@
 """Token healing on a speculating engine (quickcode/backend/vllm_engine.py `_heal_steps`): vLLM runs no custom
 logits processor there, so the healed text is written again by one-token requests that vLLM itself holds to the
-agreeing tokens (`allowed_token_ids`), and the rest of the request speculates. The session backend speculates
-with the draft; tests/backend/test_logits_engine.py shows the model alone disagrees on some of these prompts."""
+agreeing tokens (`allowed_token_ids`), and the rest of the request speculates. A backend speculating with the
+draft and healing (the session's heals nothing); tests/backend/test_logits_engine.py shows the model alone
+disagrees on some of these prompts."""
 from __future__ import annotations
 
 import urllib.request
@@ -10,9 +11,18 @@ import pytest
 
 from quickcode.backend.settings import Settings
 from tests.backend.test_logits_engine import HEALED, heal_disagreed
+from tests.conftest import ARTIFACTS, start_backend, stop_backend
 from tests.support.ws_helpers import complete, open_session
 
 pytestmark = [pytest.mark.engine]
+
+
+@pytest.fixture(scope="module")
+def healing_backend():
+    b = start_backend(ARTIFACTS / "logs" / "backend-heal-spec.log", "spec_method=draft", "heal_token=true",
+                      timeout_s=400)
+    yield b
+    stop_backend(b)
 
 
 def test_speculation_keeps_token_healing_and_drops_only_the_copy_model():
@@ -30,7 +40,8 @@ def _heal_steps(http_url: str) -> float:
     return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("quickcode_heal_steps_total"))
 
 
-def test_a_speculating_engine_writes_the_healed_text_again(backend):
+def test_a_speculating_engine_writes_the_healed_text_again(healing_backend):
+    backend = healing_backend
     before, steps_before = heal_disagreed(backend.http_url), _heal_steps(backend.http_url)
     ws, _ = open_session(backend.ws_url)
     with ws:
