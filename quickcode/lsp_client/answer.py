@@ -32,6 +32,8 @@ def completion_list(s, position: T.Position, line_before: str, snippets: bool) -
     if s is None:
         return T.CompletionList(is_incomplete=True, items=[])
     word = _WORD_BEFORE.search(line_before).group(0)      # ASCII: the same length in every position encoding
+    if len(word) > position.character:   # a line that is not the client's (it asked past its end): no word
+        word = ""
     start = T.Position(line=position.line, character=position.character - len(word))
     new_text = word + s.text
     first = new_text.split("\n", 1)[0]
