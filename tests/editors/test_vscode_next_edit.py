@@ -81,8 +81,16 @@ def test_vscode_shows_a_next_edit_away_from_the_cursor_and_tab_applies_it(tmp_pa
         context = lambda: failure_context(lsp_log, None, {"code-server log": tmp_path / "code-server.log",
                                                            **extension_logs(tmp_path)})
         bridge("key", text=MARK)
-        edit = wait_until(lambda: shown(bridge), SHOW_TIMEOUT_S, step=0.1)
-        assert edit, "no next edit shown\n" + context()
+        seen = []
+
+        def the_marks_edit():   # an edit asked before the mark was typed may show first; the mark's replaces it
+            e = shown(bridge)
+            if e and (not seen or seen[-1] != e):
+                seen.append(e)
+            return e if e and e["struck"] == "+" else None
+
+        edit = wait_until(the_marks_edit, SHOW_TIMEOUT_S, step=0.1)
+        assert edit, f"the mark's next edit not shown (shown: {seen})\n" + context()
         print("[vscode next edit] shown:", edit)
         assert edit["struck"] == "+" and edit["preview"] == "*", edit
         assert edit["struck_line"] == edit["preview_line"] == 2 and edit["cursor_line"] == 4, edit  # away from it
