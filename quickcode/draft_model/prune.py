@@ -28,7 +28,6 @@ def layer_influence(model, windows: list[torch.Tensor]) -> list[float]:
     token of `windows` (block influence; a layer near 0 changes little)."""
     layers = decoder_layers(model)
     sums = [0.0] * len(layers)
-    count = 0
     seen: dict[int, torch.Tensor] = {}
 
     def pre(i):
@@ -45,6 +44,14 @@ def layer_influence(model, windows: list[torch.Tensor]) -> list[float]:
     handles = [h for i, layer in enumerate(layers)
                for h in (layer.register_forward_pre_hook(pre(i), with_kwargs=True),
                          layer.register_forward_hook(post(i)))]
+    count = forward_over(model, windows, handles)
+    return [s / count for s in sums]
+
+
+@torch.no_grad()
+def forward_over(model, windows: list[torch.Tensor], handles: list) -> int:
+    """Run `model` (eval) over every window's inputs, then remove the hooks `handles`; returns the token count."""
+    count = 0
     model.eval()
     try:
         for batch in windows:
@@ -53,7 +60,7 @@ def layer_influence(model, windows: list[torch.Tensor]) -> list[float]:
     finally:
         for h in handles:
             h.remove()
-    return [s / count for s in sums]
+    return count
 
 
 def least_influential(influence: list[float], n: int) -> list[int]:

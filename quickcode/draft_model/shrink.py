@@ -30,7 +30,6 @@ def mlp_importance(model, windows: list[torch.Tensor]) -> list[torch.Tensor]:
     L2 norm of the neuron's column of down_proj (how much of the layer's output it can carry)."""
     layers = prune.decoder_layers(model)
     sums = [torch.zeros(layer.mlp.down_proj.in_features) for layer in layers]
-    count = 0
 
     def hook(i):
         def fn(_module, args):
@@ -38,14 +37,7 @@ def mlp_importance(model, windows: list[torch.Tensor]) -> list[torch.Tensor]:
         return fn
 
     handles = [layer.mlp.down_proj.register_forward_pre_hook(hook(i)) for i, layer in enumerate(layers)]
-    model.eval()
-    try:
-        for batch in windows:
-            model(input_ids=batch[:, :-1])
-            count += batch[:, :-1].numel()
-    finally:
-        for h in handles:
-            h.remove()
+    count = prune.forward_over(model, windows, handles)
     return [s / max(1, count) * layer.mlp.down_proj.weight.float().norm(dim=0)
             for s, layer in zip(sums, layers)]
 

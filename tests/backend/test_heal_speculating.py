@@ -5,12 +5,10 @@ draft and healing (the session's heals nothing); tests/backend/test_logits_engin
 disagrees on some of these prompts."""
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 
 from quickcode.backend.settings import Settings
-from tests.backend.test_logits_engine import HEALED, heal_disagreed
+from tests.backend.test_logits_engine import HEALED, heal_disagreed, metric_total
 from tests.conftest import ARTIFACTS, start_backend, stop_backend
 from tests.support.ws_helpers import complete, open_session
 
@@ -35,9 +33,7 @@ def test_speculation_keeps_token_healing_and_drops_only_the_copy_model():
 
 
 def _heal_steps(http_url: str) -> float:
-    with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as r:
-        lines = r.read().decode().splitlines()
-    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("quickcode_heal_steps_total"))
+    return metric_total(http_url, "quickcode_heal_steps_total")
 
 
 def test_a_speculating_engine_writes_the_healed_text_again(healing_backend):

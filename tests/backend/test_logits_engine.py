@@ -101,10 +101,15 @@ def test_the_engine_copies_the_earlier_line(logits_backend, alone):
     assert sum(a == rest for a, (_, rest) in zip(own, cases)) <= CASES // 2, own
 
 
-def heal_disagreed(http_url: str) -> float:
+def metric_total(http_url: str, name: str) -> float:
+    """The sum of a Prometheus counter's samples on the backend's /metrics."""
     with urllib.request.urlopen(f"{http_url}/metrics", timeout=10) as r:
         lines = r.read().decode().splitlines()
-    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("quickcode_heal_disagreed_total"))
+    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith(name))
+
+
+def heal_disagreed(http_url: str) -> float:
+    return metric_total(http_url, "quickcode_heal_disagreed_total")
 
 
 def test_a_healed_prefix_is_written_again_by_agreeing_tokens(logits_backend, alone):
