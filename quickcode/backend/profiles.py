@@ -23,13 +23,17 @@ def profile_settings(name: str) -> dict[str, object]:
                 "fim_policy": "always", "max_model_len": 2048,
                 # compiled: a minute more at start, every prompt prefilled faster
                 # (docs/decisions.md#cpu-profile-compiled)
-                "enforce_eager": False}
+                "enforce_eager": False,
+                # both cores compute the model: vLLM keeps one for its scheduler by default
+                # (docs/decisions.md#cpu-reserved-cores)
+                "cpu_reserved_cores": 0}
     if name == "light":
         models = models_dir()
         return {"model": models / "target", "model_int8": models / "target-int8", "precision": "bf16",
                 # the tiny target infills badly at line ends: FIM only mid-line (quickcode/backend/fim.py
                 # `uses_fim`)
-                "fim_policy": "mid_line", "max_model_len": None, "enforce_eager": True}
+                "fim_policy": "mid_line", "max_model_len": None, "enforce_eager": True,
+                "cpu_reserved_cores": None}    # vLLM's rule (both cores not measured for the tiny model)
     raise ValueError(f"no profile {name!r} (profiles: auto, {', '.join(PROFILE_NAMES)})")
 
 

@@ -132,6 +132,10 @@ class Settings(BaseSettings):
     (quickcode/backend/tenancy.py)."""
     kv_cache_gib: float = 1.0
     """The KV cache on a CPU (VLLM_CPU_KVCACHE_SPACE)."""
+    cpu_reserved_cores: int | None = Field(default=None, ge=0)
+    """On a CPU, cores kept free of the model's threads for vLLM's scheduler process
+    (VLLM_CPU_NUM_OF_RESERVED_CPU); unset: vLLM's own rule, one core, which on 2 cores halves the model's
+    (docs/decisions.md#cpu-reserved-cores)."""
     gpu_memory_utilization: float = 0.90
     """The share of GPU memory vLLM may take (weights and KV cache)."""
     enforce_eager: bool = True

@@ -129,6 +129,8 @@ class VllmEngine:
             if s.heal_token and s.spec_method != "off":
                 token_texts(self.tokenizer)      # the vocabulary's texts, before the first healed request
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(max(1, int(round(s.kv_cache_gib)))))
+            if s.cpu_reserved_cores is not None:   # the spawned engine processes read it at start
+                os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", str(s.cpu_reserved_cores))
             if s.preload_iomp and s.spec_method != "off":
                 preload_iomp()
             from vllm.v1.engine.async_llm import AsyncLLM

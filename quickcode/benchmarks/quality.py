@@ -718,8 +718,8 @@ def _report(rep, args, arms, tasks, all_tasks, served_idioms, offline, common_mo
     foreign = [a.name for a in arms if not a.model_set]
     caveat = (f" **Not ours: {', '.join(foreign)} (a model trained elsewhere, with no provenance saying what it "
               "saw: these modules, and HumanEval, may have been in its training data).**" if foreign else "")
-    where = (f"The files given with `--idiom-files` ({len(args.idiom_files)}: "
-             f"{', '.join(f'`{f}`' for f in args.idiom_files)})" if args.idiom_files else
+    where = (f"The files given with `--idiom-files` ({len(args.idiom_files)}, in "
+             f"{', '.join(sorted({f'`{f.parent}/`' for f in args.idiom_files}))})" if args.idiom_files else
              f"Held-out modules every compared model of ours held out ({len(common_mods)}: "
              f"{', '.join(f'`{m}`' for m in common_mods)}){caveat}")
     rep.add(f"## Held-out idiom lines and next-token top-1\n\n{where}; lines cut inside a common idiom "

@@ -21,6 +21,8 @@ def test_each_profile_names_its_target_and_an_unknown_one_is_refused():
     assert default["precision"] == "int8" and default["model_int8"].name == "smollm2-fim-int8"
     assert light["precision"] == "bf16" and light["model"].name == "target"
     assert set(default) == set(light)   # every profile fills the same settings: none leaks from another
+    # the default's model computes on every core; the light one leaves vLLM its scheduler's core
+    assert default["cpu_reserved_cores"] == 0 and light["cpu_reserved_cores"] is None
     with pytest.raises(ValueError, match="no profile"):
         profile_settings("huge")
 
