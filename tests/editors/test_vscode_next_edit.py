@@ -108,10 +108,13 @@ def test_vscode_shows_a_next_edit_away_from_the_cursor_and_tab_applies_it(tmp_pa
         bridge("backspace")
         assert wait_until(lambda: shown(bridge), SHOW_TIMEOUT_S, step=0.1), "not asked again after typing"
         bridge("tab")                                      # applies it, two lines above the cursor
+        edited = "    total = a * b"                       # the cursor ends the edit it applied (async: wait)
+        assert wait_until(lambda: bridge("line")["line"] == edited, 10, step=0.05), (
+            f"Tab did not apply it: cursor's line {bridge('line')['line']!r}\n" + context())
         bridge("save")
         path = ws / "calc.py"
         expected = DOC.replace("a + b", "a * b") + MARK
-        assert wait_until(lambda: path.read_text() == expected, 10, step=0.1), (path.read_text(), expected)
+        assert wait_until(lambda: path.read_text() == expected, 10, step=0.1), (repr(path.read_text()), expected)
         assert wait_until(lambda: shown(bridge) is None, 5, step=0.05)
     finally:
         if bridge is not None:
