@@ -13,6 +13,7 @@ import sys
 COMMANDS = {
     "serve": "run the backend (FastAPI + vLLM)",
     "token": "issue or revoke per-user API tokens",
+    "probe": "time the default profile on typing-size requests here (`profile = auto` serves it if fast)",
     "lsp": "the language server on stdio (editors launch this)",
     "doctor": "why are completions empty? check a backend endpoint step by step and print each fix",
     "demo": "start the backend and the language server, replay typing of a real file, print completions "
@@ -23,8 +24,8 @@ COMMANDS = {
 }
 
 # the extra of the full `quickcode` package each backend-side command needs (`lsp` and `doctor` need none)
-EXTRAS = {"serve": "cpu", "token": "server", "demo": "cpu", "model": "train", "bench": "bench",
-          "report": "bench"}
+EXTRAS = {"serve": "cpu", "token": "server", "probe": "cpu", "demo": "cpu", "model": "train",
+          "bench": "bench", "report": "bench"}
 # the full package's own modules, absent from the language-server distribution
 FULL_ONLY = ("quickcode.backend", "quickcode.draft_model", "quickcode.benchmarks", "quickcode.demo")
 
@@ -44,7 +45,7 @@ def missing_module_message(name: str, err: ModuleNotFoundError) -> str:
 
 
 def _register(name: str, sub: argparse._SubParsersAction) -> None:
-    if name in ("serve", "token"):
+    if name in ("serve", "token", "probe"):
         from quickcode.backend import cli as backend_cli
 
         backend_cli.register(sub, only=name)

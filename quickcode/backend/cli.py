@@ -1,4 +1,4 @@
-"""`quickcode serve` and `quickcode token`: the operator's commands."""
+"""`quickcode serve`, `quickcode token` and `quickcode probe`: the operator's commands."""
 from __future__ import annotations
 
 import argparse
@@ -11,6 +11,13 @@ def register(sub: argparse._SubParsersAction, only: str | None = None) -> None:
         _register_serve(sub)
     if only in (None, "token"):
         _register_token(sub)
+    if only in (None, "probe"):
+        from quickcode.backend import speed_probe
+
+        p = sub.add_parser("probe", help="time the default profile on typing-size requests on this machine",
+                           description=" ".join(speed_probe.__doc__.split("\n\n")[0].split()))
+        speed_probe.add_arguments(p)
+        p.set_defaults(func=speed_probe.run)
 
 
 def _register_serve(sub: argparse._SubParsersAction) -> None:

@@ -1,4 +1,5 @@
-"""The embedded profiles: which models a bare `quickcode serve` serves, and why (a pure choice over the CPU).
+"""The embedded profiles: which models a bare `quickcode serve` serves, and why (a pure choice over the CPU
+and the default's measured speed on it).
 
 `default` is a pretrained code model taught fill-in-the-middle by our adapter, served INT8, built from a
 pinned registry wheel by scripts/build_default_model.sh (which scripts/setup.sh and the CPU image's build run;
@@ -39,10 +40,12 @@ def profile_settings(name: str) -> dict[str, object]:
 
 
 def choose_profile(setting: str, native_bf16_flags: list[str], gpu: bool,
-                   built: bool = True) -> tuple[str, str]:
-    """(profile, why) for the `profile` setting: `auto` serves the default on a GPU or a CPU that computes
-    bf16 natively, and the light profile where bf16 would be emulated (the default's cold prompts there take
-    seconds, docs/decisions.md#profile-auto) or where the default's model is not built (`built`)."""
+                   built: bool = True, probe: dict | None = None) -> tuple[str, str]:
+    """(profile, why) for the `profile` setting. `auto` serves the default on a GPU; on a CPU, where this
+    machine's probe (quickcode/backend/speed_probe.py, `probe`: its record, or None) found the default within
+    the typing budget, else the light profile; not probed, where the CPU computes bf16 natively (emulated,
+    the default's cold prompts take seconds: docs/decisions.md#profile-auto). Light too where the default's
+    model is not built (`built`)."""
     if setting != "auto":
         return setting, f"profile = {setting!r} was set"
     if not built:
@@ -50,8 +53,17 @@ def choose_profile(setting: str, native_bf16_flags: list[str], gpu: bool,
                          f"{built_models_dir()}; the CPU image carries it unless built with DEFAULT_MODEL=0)")
     if gpu:
         return "default", "auto: a GPU"
+    if probe is not None:
+        measured = (f"the default answered typing-size requests in p50 {probe['answer_p50_ms']:.0f} / p95 "
+                    f"{probe['answer_p95_ms']:.0f} ms on this machine (`quickcode probe`, "
+                    f"{probe.get('measured')})")
+        budget = f"the typing budget of {probe['budget_p50_ms']:.0f} / {probe['budget_p95_ms']:.0f} ms"
+        if probe["within_budget"]:
+            return "default", f"auto: {measured}, within {budget}"
+        return "light", f"auto: {measured}, over {budget} (set profile = \"default\" to serve it anyway)"
     if native_bf16_flags:
-        return "default", f"auto: this CPU computes bf16 natively ({', '.join(native_bf16_flags)})"
+        return "default", (f"auto: this CPU computes bf16 natively ({', '.join(native_bf16_flags)}); its "
+                           "speed not measured here (`quickcode probe`)")
     return "light", ("auto: this CPU would emulate bf16, where the default misses the typing budget "
                      "(set profile = \"default\" to serve it anyway)")
 

@@ -15,7 +15,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_valid
 from pydantic_settings import (BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict,
                                TomlConfigSettingsSource)
 
-from quickcode.backend import profiles
+from quickcode.backend import profiles, speed_probe
 from quickcode.backend.assets import config_path, models_dir
 from quickcode.backend.copy_model import parse_lambdas
 from quickcode.backend.cpu_features import cpu_flags, native_bf16_flags
@@ -42,9 +42,8 @@ class Settings(BaseSettings):
 
     # ── models
     profile: Literal["auto", "default", "light"] = "auto"
-    """The embedded profile that fills in the unset model settings (quickcode/backend/profiles.py); auto:
-    default where this machine runs it within the typing budget, else light (docs/decisions.md#profile-auto);
-    naming a model or model_int8: none."""
+    """The embedded profile filling the unset model settings (quickcode/backend/profiles.py); auto: default
+    where `quickcode probe` found it fast enough here (not probed: a GPU or native bf16), else light."""
     model: Path = MODELS / "target"
     """The bf16 target model folder, served when `precision` is bf16."""
     model_int8: Path = MODELS / "target-int8"
@@ -248,8 +247,10 @@ class Settings(BaseSettings):
         if {"model", "model_int8"} & self.model_fields_set:
             self._profile_served, self._profile_why = "custom", "a model was named (model or model_int8)"
             return self
+        built = profiles.default_built()
+        probe = speed_probe.read_record() if built and self.profile == "auto" else None
         name, why = profiles.choose_profile(self.profile, native_bf16_flags(cpu_flags()), profiles.has_gpu(),
-                                            profiles.default_built())
+                                            built, probe)
         for key, value in profiles.profile_settings(name).items():
             if key not in self.model_fields_set:
                 setattr(self, key, value)

@@ -352,13 +352,16 @@ def session_bootstrap(rows: list[dict], draws: int = 2000, seed: int = 0) -> lis
 
 # ── held-out data shared by every compared model ─────────────────────────────────────────────────────────────
 def common_heldout(model_dirs: list[Path]):
-    """Held-out documents of modules that every model's provenance names as held out (so no compared model
-    trained on them), and those module names."""
+    """Held-out documents of modules that every model we trained names as held out (so none trained on them;
+    a registry model has no record of ours: docs/model-card.md), and those module names."""
     from quickcode.draft_model.evaluate import heldout_docs, provenance
 
-    sets = [set(provenance(d).get("heldout_modules") or []) for d in model_dirs]
-    common = set.intersection(*sets) if sets else set()
-    docs = [d for d in heldout_docs(model_dirs[0], None) if d.module in common]
+    ours = [d for d in model_dirs if provenance(d).get("heldout_modules")]
+    if not ours:
+        raise SystemExit("quality: no compared model names held-out modules (give --idiom-files, or an arm "
+                         "of a model trained here, e.g. --arm light:profile=light)")
+    common = set.intersection(*(set(provenance(d)["heldout_modules"]) for d in ours))
+    docs = [d for d in heldout_docs(ours[0], None) if d.module in common]
     return docs, sorted(common)
 
 
@@ -490,7 +493,7 @@ def run(args: argparse.Namespace) -> dict:
     tasks = subset(all_tasks, args.humaneval, args.seed)
     multi = subset(multi_line_tasks(problems), args.humaneval_multiline, args.seed) if args.humaneval_multiline else []
     docs, common_mods = files_docs(args.idiom_files) if args.idiom_files else \
-        common_heldout(list(model_sets.values()))
+        common_heldout(list(model_sets.values()) or [a.target for a in arms])
     served_idioms = idiom_cases(docs, args.idioms_per_kind)
     print(f"[quality] {len(arms)} arms, {len(tasks)} HumanEval tasks, {len(served_idioms)} idiom lines, "
           f"{args.typing_sessions} typing sessions each", file=sys.stderr, flush=True)

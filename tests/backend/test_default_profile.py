@@ -1,6 +1,6 @@
 """The embedded default end to end: a bare `quickcode serve` (the default profile: SmolLM2-135M with our FIM
-adapter, INT8, built by scripts/setup.sh) says what it serves, and a real LSP client gets a whole line of ghost
-text from it where the code around the cursor decides the line.
+adapter, INT8, built by scripts/setup.sh) says what it serves, a real LSP client gets a whole line of ghost text
+from it where the code around the cursor decides the line, and `quickcode probe`'s requests time its answers.
 
 Here with quickcode/backend/: the subject is the profile `quickcode serve` picks; the LSP client drives it."""
 from __future__ import annotations
@@ -78,3 +78,16 @@ async def test_the_default_writes_the_line_the_code_around_it_decides(client: La
             break
         await asyncio.sleep(0.25)
     assert line.replace(" ", "") in ("total/len(values)", "total/float(len(values))"), seen
+
+
+def test_the_probe_times_typing_size_answers_of_the_default(default_backend):
+    """quickcode/backend/speed_probe.py's requests on the real engine: each answered (an error status raises) and
+    timed, and the record made of them (the verdict on it is pure: tests/backend/test_profiles.py)."""
+    from datetime import datetime, timezone
+
+    from quickcode.backend import speed_probe
+
+    times = speed_probe.measure(default_backend.http_url, 4, warmup=1)
+    assert len(times) == 4 and all(0 < t < 60_000 for t in times), times
+    record = speed_probe.make_record(times, speed_probe.this_machine(), "1:1", datetime.now(timezone.utc))
+    assert record["requests"] == 4 and 0 < record["answer_p50_ms"] <= record["answer_p95_ms"] <= max(times)

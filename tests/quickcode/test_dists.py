@@ -61,7 +61,7 @@ def test_the_extension_declares_exactly_the_proposed_api_it_uses():
     assert set(manifest.get("enabledApiProposals", [])) == used
 
 
-@pytest.mark.parametrize("command", ["serve", "token", "demo", "model", "bench", "report"])
+@pytest.mark.parametrize("command", ["serve", "token", "probe", "demo", "model", "bench", "report"])
 def test_a_backend_command_without_the_backend_says_what_to_install(command):
     hide = "; ".join(f"sys.modules[{m!r}] = None" for m in BACKEND_ONLY)     # import of each raises
     r = subprocess.run([sys.executable, "-c", f"import sys; {hide}; from quickcode.cli import main; "
