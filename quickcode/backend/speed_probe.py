@@ -85,9 +85,9 @@ def read_record() -> dict | None:
 
 
 def typing_requests(n: int) -> list[tuple[str, str]]:
-    """(prefix, suffix) at `n` cursor positions `STEP_CHARS` apart, as the module is typed from a third in. The
-    prefix window starts at one line throughout, as the language server's does between its moves (which it
-    prefills ahead: quickcode/lsp_client/warmup.py)."""
+    """(prefix, suffix) at `n` cursor positions `STEP_CHARS` apart, as the module is typed from a third in.
+    The prefix window starts at one line throughout, as the language server's does between its moves (which
+    it prefills ahead: quickcode/lsp_client/warmup.py)."""
     text = (Path(sysconfig.get_paths()["stdlib"]) / FILE).read_text()
     start = text.index("\n", len(text) // 3) + 1
     window_start = text.index("\n", start - PREFIX_CHARS) + 1
