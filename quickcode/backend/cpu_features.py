@@ -28,6 +28,20 @@ def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
     return frozenset()
 
 
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The first CPU's model name in `cpuinfo` (default: /proc/cpuinfo), or "" where it names none."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return ""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip()
+    return ""
+
+
 def native_bf16(flags: Iterable[str]) -> bool:
     return bool(native_bf16_flags(flags))
 

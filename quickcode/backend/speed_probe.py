@@ -7,8 +7,7 @@ another machine is measured again there, not trusted.
 The requests are what a language server sends while a developer types (quickcode/lsp_client/config.py): the
 cursor a few characters further each time through a held-out standard-library module, the text around it as
 prompt and suffix in the server's windows, a word's worth of tokens (`word_max_tokens`), one at a time on a
-warm engine. The figure is
-the time to the end of each answer, when an editor can show it.
+warm engine. The figure is the time to the end of each answer, when an editor can show it.
 """
 from __future__ import annotations
 
@@ -23,13 +22,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from quickcode.backend.assets import built_models_dir
-from quickcode.backend.cpu_features import cpu_flags, native_bf16_flags
+from quickcode.backend.cpu_features import cpu_flags, cpu_model, native_bf16_flags
+from quickcode.backend.profiles import choose_profile, default_built, has_gpu, profile_settings
 
 # the case study's latency targets (TTFT P50 < 100 ms, P95 < 200 ms), here for the whole answer
 BUDGET_P50_MS = 100.0
 BUDGET_P95_MS = 200.0
 RECORD_NAME = "speed-probe.json"
-TARGET_FOLDER = "smollm2-fim-int8"      # the default's served folder (profiles.profile_settings("default"))
 FILE = "textwrap.py"                    # held out of every model's training (quickcode/benchmarks/cold.py)
 STEP_CHARS = 4                          # a short burst of typing between two pauses
 WORD_TOKENS = 2                         # quickcode/lsp_client/config.py `word_max_tokens`
@@ -42,15 +41,12 @@ def record_path() -> Path:
 
 def this_machine() -> dict:
     """What the record is valid for: the CPU's model, the cores this process may use, its native bf16."""
-    name = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.split(":")[0].strip() == "model name":
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": name, "cores": len(os.sched_getaffinity(0)), "bf16": native_bf16_flags(cpu_flags())}
+    return {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), "bf16": native_bf16_flags(cpu_flags())}
+
+
+def default_target() -> Path:
+    """The folder the default profile serves."""
+    return Path(profile_settings("default")["model_int8"])
 
 
 def build_stamp(target_dir: Path) -> str:
@@ -81,7 +77,7 @@ def read_record() -> dict | None:
         record = json.loads(record_path().read_text())
     except (OSError, ValueError):
         return None
-    return valid_record(record, this_machine(), build_stamp(built_models_dir() / TARGET_FOLDER))
+    return valid_record(record, this_machine(), build_stamp(default_target()))
 
 
 def typing_requests(n: int) -> list[tuple[str, str]]:
@@ -137,7 +133,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from quickcode.backend.launch import start_backend, stop_backend
-    from quickcode.backend.profiles import default_built, has_gpu
 
     if has_gpu():
         print("[probe] a GPU: profile = \"auto\" serves the default here, nothing to measure",
@@ -156,17 +151,12 @@ def run(args: argparse.Namespace) -> int:
             times = measure(backend.http_url, args.requests)
         finally:
             stop_backend(backend)
-        record = make_record(times, this_machine(), build_stamp(built_models_dir() / TARGET_FOLDER),
-                             datetime.now(timezone.utc))
+        record = make_record(times, this_machine(), build_stamp(default_target()), datetime.now(timezone.utc))
         try:
             record_path().write_text(json.dumps(record, indent=1) + "\n")
         except OSError as e:                         # e.g. an image's read-only folder: measured, not kept
             print(f"[probe] could not keep the record in {record_path()}: {e}", file=sys.stderr)
-    verdict = "within" if record["within_budget"] else "over"
-    print(f"[probe] the default answers typing-size requests in p50 {record['answer_p50_ms']:.0f} / p95 "
-          f"{record['answer_p95_ms']:.0f} ms here, {verdict} the budget of {BUDGET_P50_MS:.0f} / "
-          f"{BUDGET_P95_MS:.0f} ms: profile = \"auto\" serves "
-          f"{'the default' if record['within_budget'] else 'the light profile'} ({record_path()})",
-          file=sys.stderr)
+    served, why = choose_profile("auto", native_bf16_flags(cpu_flags()), gpu=False, probe=record)
+    print(f"[probe] profile = \"auto\" serves {served} here: {why} ({record_path()})", file=sys.stderr)
     print(json.dumps(record))
     return 0

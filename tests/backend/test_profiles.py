@@ -91,3 +91,10 @@ def test_typing_size_requests_advance_the_cursor_under_one_suffix():
     assert len(cases) == 5 and len({suffix for _, suffix in cases}) == 1
     assert [len(b) - len(a) for (a, _), (b, _) in zip(cases, cases[1:])] == [STEP_CHARS] * 4
     assert all(cases[i + 1][0].startswith(cases[i][0]) for i in range(4))
+
+
+def test_the_cpu_model_is_read_from_cpuinfo():
+    from quickcode.backend.cpu_features import cpu_model
+
+    assert cpu_model("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t: avx2\n") == "AMD EPYC"
+    assert cpu_model("Features\t: fp asimd\n") == ""        # Arm's cpuinfo may name no model
