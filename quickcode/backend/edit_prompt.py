@@ -66,19 +66,44 @@ def edit_prompt(msg: Edit, tok: Tokenizer, bos_id: int | None, budget_tokens: in
 
 
 class RegionAnswer:
-    """The model's streamed answer: the rewritten region, read until its end marker."""
+    """The model's streamed answer: the rewritten region, read until its end marker — or until it has settled:
+    after writing something other than the old region, it is copying the old region again (a whole line of
+    it, found once in what follows the change). The rest is then the old region's rest, so one edit is
+    known without waiting for the model to copy it out (`SETTLE_CHARS` lines of at least that many visible
+    characters; a shorter line is not proof enough)."""
 
-    __slots__ = ("text", "closed")
+    __slots__ = ("text", "closed", "old", "settled_rest")
+    SETTLE_CHARS = 8
 
-    def __init__(self):
+    def __init__(self, old_region: str | None = None):
         self.text, self.closed = "", False
+        self.old = None if old_region is None else to_lf(old_region)
+        self.settled_rest: str | None = None       # the old region's text after the line it copies again
 
     def feed(self, piece: str) -> bool:
-        """Add streamed text; True once the end marker is written (nothing after it is needed)."""
+        """Add streamed text; True once the end marker is written or the answer settled (nothing after it is
+        needed)."""
         if not self.closed:
             self.text += piece
-            self.closed = REGION_END in self.text
+            self.closed = REGION_END in self.text or self._settled()
         return self.closed
+
+    def _settled(self) -> bool:
+        if self.old is None or not self.text.endswith("\n"):
+            return False
+        new = self.text.replace(CURSOR, "")
+        head = _common_head(self.old, new)
+        if head == len(new):                                   # still copying: nothing written yet
+            return False
+        line = new[new.rfind("\n", 0, len(new) - 1) + 1:]
+        start = len(new) - len(line)
+        if start <= head or len(line.strip()) < self.SETTLE_CHARS:   # the changed line itself, or too short
+            return False
+        at = self.old.find(line, head)
+        if at < 0 or self.old.find(line, at + 1) >= 0 or (at > 0 and self.old[at - 1] != "\n"):
+            return False
+        self.settled_rest = self.old[at + len(line):]
+        return True
 
     def region(self, old_region: str) -> str | None:
         """The new region in `old_region`'s line ends (None: the model never closed it, so it is no answer);
@@ -86,7 +111,10 @@ class RegionAnswer:
         region without one."""
         if not self.closed:
             return None
-        new = to_lf(self.text[:self.text.index(REGION_END)].replace(CURSOR, ""))
+        if self.settled_rest is not None:
+            new = self.text.replace(CURSOR, "") + self.settled_rest
+        else:
+            new = to_lf(self.text[:self.text.index(REGION_END)].replace(CURSOR, ""))
         if not old_region.endswith("\n") and new.endswith("\n"):
             new = new[:-1]
         return new.replace("\n", "\r\n") if "\r\n" in old_region else new

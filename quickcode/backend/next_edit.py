@@ -1,6 +1,6 @@
-"""A next-edit request on the engine: the model's rewrite of the editable region streamed to its end marker
-(the engine is stopped there), then the smallest replacement of the old region
-(quickcode/backend/edit_prompt.py)."""
+"""A next-edit request on the engine: the model's rewrite of the editable region streamed to its end marker,
+or until it copies the old region again after its change (the engine is stopped there), then the smallest
+replacement of the old region (quickcode/backend/edit_prompt.py)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -19,7 +19,7 @@ async def rewrite(engine: Engine, msg: Edit, request_id: str, prompt_ids: list[i
     """(the change, or None: the model kept the region or never closed it; how the engine ended; whether it
     must be aborted: the end marker came before the engine finished). Greedy: the one most likely edit.
     `on_delta` sees each streamed delta (timing, progress)."""
-    answer, finish, stopped = RegionAnswer(), FinishReason.STOP, False
+    answer, finish, stopped = RegionAnswer(msg.region), FinishReason.STOP, False
     async for d in engine.generate(request_id, prompt_ids, msg.max_tokens, [], 0.0, priority, cache_salt):
         on_delta(d)
         if answer.feed(d.text):

@@ -41,7 +41,7 @@ from quickcode.benchmarks.accept_rule import accepted_len
 from quickcode.benchmarks.report import Report, md_table, paired_bootstrap, percentile
 from quickcode.draft_model.edit_pairs import after_edits, read
 from quickcode.lsp_client.config import ClientConfig
-from quickcode.lsp_client.edit_region import region_around
+from quickcode.protocol.edit_window import region_around
 
 ARMS = ("nes", "inline")
 ARM_SETTINGS = {"nes": {"next_edit": True},
@@ -278,6 +278,9 @@ def report(rows: list[dict], args, started_s: float, served: dict | None = None)
             f"({ClientConfig().next_edit_lines} above and below): {fig['reachable_share']:.0%}. Intervals: 90 %, "
             "resampling sequences with replacement (2,000 draws), paired across arms."
             + (f" Model served: `{served['model']}`." if served.get("model") else "")
+            + (f" Backend settings: {', '.join(f'`{x}`' for x in args.sets)}." if getattr(args, "sets", None)
+               else (" Backend: the one at the given --url." if getattr(args, "url", None) else
+                     " Backend: its defaults."))
             + (" The nes arm's language server's next-edit outcomes (asked; answered, none, stale, typed away, "
                "late, failed, unavailable): " + ", ".join(f"{k} {v}" for k, v in served["next_edits"].items()) + "."
                if served.get("next_edits") else ""))

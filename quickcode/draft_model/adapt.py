@@ -95,27 +95,42 @@ def adapt(base_dir: Path, data_dir: Path, run_dir: Path, out_dir: Path, p: Train
     return {"heldout_before": before, **after_pruning, **result, "trainable_params": trainable}
 
 
-def merge(base_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
+def merge(base_dir: Path, adapter_dir: Path, out_dir: Path, then: tuple[Path, ...] = ()) -> Path:
     """The base with the adapter folded into its weights: an ordinary bf16 Llama folder vLLM serves, with the
-    adapter's FIM template (so the backend prompts it with the suffix) and both records. Refuses an adapter
-    trained on another tokenizer."""
+    adapter's FIM template (so the backend prompts it with the suffix) and both records. `then`: adapters
+    trained on that merged model (the next-edit adapter, quickcode/draft_model/edit_adapt.py), folded after it
+    in order, their records kept beside. Refuses an adapter trained on another tokenizer."""
     from peft import PeftModel
 
     from quickcode.draft_model.prune import drop_layers
     from quickcode.draft_model.train import load_model, write_weights
 
+    tok_sha = _sha256(base_dir / "tokenizer.json")
+    records = {adapter_dir: adapter_dir / RECORD, **{a: _record_of(a) for a in then}}
+    for folder, rec in records.items():
+        if json.loads(rec.read_text())["tokenizer_sha256"] != tok_sha:
+            raise SystemExit(f"{folder} was trained on another tokenizer than {base_dir}'s")
     record = json.loads((adapter_dir / RECORD).read_text())
-    if record["tokenizer_sha256"] != _sha256(base_dir / "tokenizer.json"):
-        raise SystemExit(f"{adapter_dir} was trained on another tokenizer than {base_dir}'s")
     base = drop_layers(load_model(base_dir), record.get("dropped_layers", []))
     model = PeftModel.from_pretrained(base, adapter_dir).merge_and_unload()
+    for extra in then:
+        model = PeftModel.from_pretrained(model, extra).merge_and_unload()
     write_weights(model, base_dir, out_dir)
     for name in BASE_RECORDS:
         if (base_dir / name).exists():
             shutil.copy(base_dir / name, out_dir / name)
     shutil.copy(adapter_dir / fim.TEMPLATE_FILE, out_dir / fim.TEMPLATE_FILE)
-    shutil.copy(adapter_dir / RECORD, out_dir / RECORD)
+    for rec in records.values():
+        shutil.copy(rec, out_dir / rec.name)
     return out_dir
+
+
+def _record_of(adapter_dir: Path) -> Path:
+    """An adapter folder's record of how it was made (quickcode_*adapt.json)."""
+    found = sorted(adapter_dir.glob("quickcode_*adapt.json"))
+    if not found:
+        raise SystemExit(f"{adapter_dir} has no quickcode_*adapt.json record: not an adapter of ours")
+    return found[0]
 
 
 def _from_adapter(model, base_dir: Path, adapter_dir: Path):

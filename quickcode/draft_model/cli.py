@@ -120,6 +120,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--seed", type=int, default=0)
     a.set_defaults(func=_adapt)
 
+    ea = msub.add_parser("edit-adapt", help="teach the FIM model next edits: a LoRA adapter on real edit sequences "
+                                            "(model edits) in the served prompt, FIM windows mixed in "
+                                            "(quickcode/draft_model/edit_adapt.py); fold it with model merge")
+    ea.add_argument("--base", type=Path, required=True, help="the FIM model folder (e.g. runs/models/smollm2-fim)")
+    ea.add_argument("--edits", type=Path, default=Path("runs/edits"), help="the output of `quickcode model edits`")
+    ea.add_argument("--fim-data", type=Path, required=True, help="FIM data packed with the base's vocabulary")
+    ea.add_argument("--run", type=Path, required=True, help="checkpoint folder (resume from it)")
+    ea.add_argument("--export", type=Path, required=True, help="the adapter folder to write (small: commit it)")
+    ea.add_argument("--steps", type=int, required=True)
+    ea.add_argument("--rank", type=int, default=16)
+    ea.add_argument("--alpha", type=float, default=32.0)
+    ea.add_argument("--lr", type=float, default=3e-4)
+    ea.add_argument("--tokens-per-batch", type=int, default=3072, help="padded tokens of edit examples per step")
+    ea.add_argument("--eval-every", type=int, default=50, help="evaluate and checkpoint every N steps")
+    ea.add_argument("--threads", type=int, default=0)
+    ea.add_argument("--seed", type=int, default=0)
+    ea.set_defaults(func=_edit_adapt)
+
     s = msub.add_parser("shrink", help="a draft scaled down from a target: its tokenizer and embeddings, fewer "
                                        "and narrower layers (quickcode/draft_model/shrink.py); then `model distill`")
     s.add_argument("--target", type=Path, required=True, help="the target's HF folder (bf16/fp32, not INT8)")
@@ -136,6 +154,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--base", type=Path, required=True)
     m.add_argument("--adapter", type=Path, required=True)
     m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--then-adapter", type=Path, action="append", default=[],
+                   help="an adapter of the merged model (model edit-adapt), folded after --adapter (repeatable)")
     m.set_defaults(func=_merge)
 
     v = msub.add_parser("evaluate", help="offline: held-out loss/top-1, draft acceptance per K and code pattern")
@@ -193,6 +213,20 @@ def _adapt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _edit_adapt(args: argparse.Namespace) -> int:
+    from quickcode.backend.cpu_features import cpu_flags
+    from quickcode.draft_model.configs import cpu_step
+    from quickcode.draft_model.edit_adapt import adapt_edits
+
+    result = adapt_edits(args.base, args.edits, args.fim_data, args.run, args.export, steps=args.steps,
+                         rank=args.rank, alpha=args.alpha, lr=args.lr, tokens_per_batch=args.tokens_per_batch,
+                         seed=args.seed, threads=args.threads, bf16=cpu_step(cpu_flags()).get("bf16", False),
+                         eval_every=args.eval_every, argv=sys.argv[1:],
+                         progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print(json.dumps(result))
+    return 0
+
+
 def _shrink(args: argparse.Namespace) -> int:
     from quickcode.draft_model.shrink import shrink
     from quickcode.draft_model.train import Windows
@@ -219,7 +253,7 @@ def _edits(args: argparse.Namespace) -> int:
 def _merge(args: argparse.Namespace) -> int:
     from quickcode.draft_model.adapt import merge
 
-    print(json.dumps({"merged": str(merge(args.base, args.adapter, args.out))}))
+    print(json.dumps({"merged": str(merge(args.base, args.adapter, args.out, tuple(args.then_adapter)))}))
     return 0
 
 

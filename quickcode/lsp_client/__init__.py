@@ -20,8 +20,9 @@ Read in the order of a keystroke:
   answer.py     a suggestion → LSP items
 Next edits (off by default, setting `next_edit`): edits.py (each document's recent edits as whole-line hunks,
 bounded), next_edit.py (the asking: the region around the cursor and the history as one `edit`, cancelled on
-typing, the answer never stale), edit_region.py (the region, the request, the answer placed in the document),
-edit_handlers.py (`textDocument/copilotInlineEdit`, and a ranged inline completion where none).
+typing, the answer never stale; region and request shaped by protocol/edit_window.py), edit_region.py (the
+answer placed in the document), edit_handlers.py (`textDocument/copilotInlineEdit`, and a ranged inline
+completion where none).
 Beside the path: warmup.py (requests asked ahead), accounting.py (stats, waste, waterfall), telemetry.py
 (outcomes of shown suggestions), state.py + statefile.py (what is learnt, kept across sessions, 0600),
 snippets.py (neighbouring files), channel.py + stream.py (one WebSocket to the backend), endpoints.py (probing

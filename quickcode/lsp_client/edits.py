@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from lru import LRU
 
+from quickcode.protocol.edit_window import hunk_text
+
 
 @dataclass(frozen=True)
 class EditEvent:
@@ -31,11 +33,8 @@ class EditEvent:
         return len(self.old) + len(self.new)
 
     def hunk(self) -> str:
-        """As a unified-diff hunk (one-based line numbers; a side with no lines starts before its line)."""
-        old, new = self.old.splitlines(), self.new.splitlines()
-        head = (f"@@ -{self.start_line + (1 if old else 0)},{len(old)} "
-                f"+{self.start_line + (1 if new else 0)},{len(new)} @@\n")
-        return head + "".join(f"-{x}\n" for x in old) + "".join(f"+{x}\n" for x in new)
+        """As a unified-diff hunk (quickcode/protocol/edit_window.py)."""
+        return hunk_text(self.start_line, self.old, self.new)
 
     def apply(self, text: str) -> str:
         """This edit made on `text` (ValueError if `text` does not hold its old lines there)."""

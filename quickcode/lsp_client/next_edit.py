@@ -17,10 +17,11 @@ from quickcode.lsp_client import fresh
 from quickcode.lsp_client.clock import Clock
 from quickcode.lsp_client.config import ClientConfig
 from quickcode.lsp_client.documents import Doc
-from quickcode.lsp_client.edit_region import NextEdit, Region, edit_request, placed, region_around
+from quickcode.lsp_client.edit_region import NextEdit, placed
 from quickcode.lsp_client.edits import EditHistory
 from quickcode.lsp_client.stream import Stream, Unavailable
 from quickcode.protocol import Done, Edit
+from quickcode.protocol.edit_window import Region, edit_request, region_around
 
 MAX_DOCS = 32      # documents whose edit history is kept (the least recently edited forgotten first)
 

@@ -1,5 +1,6 @@
 """The wire vocabulary shared by the language server and the backend (imports nothing else of the project);
-and, as the one layer every package may import, `stats.percentile`, the percentile all reports use."""
+and, as the one layer every package may import, `stats.percentile`, the percentile all reports use, and
+edit_window.py, how a client shapes a next-edit request (which the edit model's training data shows too)."""
 from quickcode.protocol.budget import within_budget
 from quickcode.protocol.codec import MAX_ID_CHARS, decode, encode
 from quickcode.protocol.errors import ErrorCode, ProtocolError

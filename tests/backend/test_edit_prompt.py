@@ -91,3 +91,30 @@ def test_applying_the_replacement_gives_the_new_region(old, new):
     else:
         start, end, text = r
         assert old[:start] + text + old[end:] == new and 0 <= start <= end <= len(old)
+
+
+OLD_REGION = ("def area(width, height):\n    total = width * height\n    print('computing the area')\n"
+              "    return total\n")
+
+
+def test_the_answer_settles_once_it_copies_a_whole_old_line_after_its_change():
+    a = RegionAnswer(OLD_REGION)
+    assert not a.feed("def area(width, height):\n")            # copying: nothing changed yet
+    assert not a.feed("    product = width * height\n")        # the changed line itself
+    assert a.feed("    print('computing the area')\n")         # a whole old line again, once in what follows
+    assert a.region(OLD_REGION) == OLD_REGION.replace("total = width", "product = width")
+    assert replacement(OLD_REGION, a.region(OLD_REGION)) == (29, 34, "product")
+
+
+def test_a_short_or_repeated_line_does_not_settle_the_answer():
+    old = "x = f(a)\n\n    pass\n\n    pass\ny = 1\n"
+    a = RegionAnswer(old)
+    a.feed("x = f(a, b)\n")
+    assert not a.feed("\n")                                    # blank: no proof
+    assert not a.feed("    pass\n")                            # twice in the old region: which one?
+    assert not a.feed("\n    pass\n")
+    assert a.feed("y = 1\n" + REGION_END)                      # the end marker still ends it
+    assert a.region(old) == "x = f(a, b)\n\n    pass\n\n    pass\ny = 1\n"
+    b = RegionAnswer()                                          # no old region given: never settles
+    b.feed(OLD_REGION.replace("total = width", "product = width"))
+    assert not b.closed

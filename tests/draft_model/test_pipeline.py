@@ -614,3 +614,54 @@ def test_training_holds_nothing_from_humaneval_or_the_held_out_modules(pypi_corp
     assert {"stdlib:textwrap", "stdlib:shlex", "stdlib:codecs"} <= heldout_modules
     assert not heldout_modules & {d.module for d in train}
     assert not any(d.text == h.text for d in train for h in pypi_corpus["heldout"])
+
+
+def _edit_records(n: int) -> list[dict]:
+    """Edit sequences of one kind (rename a local, then its use two lines below): the tiny model can learn it."""
+    out = []
+    for i in range(n):
+        text = (f"def f{i}(a, b):\n    total = a + b\n    print(a)\n    return total\n\n\n")
+        out.append({"id": f"p{i}@1..2:m.py#0", "package": f"p{i}", "path": "m.py", "text": text, "edits": [
+            {"start_line": 1, "old": "    total = a + b\n", "new": "    size = a + b\n"},
+            {"start_line": 3, "old": "    return total\n", "new": "    return size\n"}]})
+    return out
+
+
+@pytest.mark.pipeline
+def test_the_edit_adapter_learns_edits_and_folds_in_after_the_fim_adapter(tiny, tmp_path):
+    """`model edit-adapt` on the tiny target learns the edit answers (held-out loss falls), keeps its FIM
+    figure near, and `model merge --then-adapter` folds it after the FIM adapter: the merged folder's logits
+    are the two adapters' stacked, with both records beside."""
+    import torch
+    from peft import PeftModel
+
+    from quickcode.draft_model.adapt import adapt, merge
+    from quickcode.draft_model.configs import profile
+    from quickcode.draft_model.edit_adapt import RECORD, adapt_edits
+    from quickcode.draft_model.edit_examples import Shape
+    from quickcode.draft_model.train import load_model
+
+    base = tiny["target_dir"]
+    p = profile("test", threads=1, lr=1e-2, eval_windows=4, eval_every=100, ckpt_every=100)
+    adapt(base, tiny["data"], tmp_path / "run", tmp_path / "fim-adapter", p, steps=5, rank=4, alpha=8)
+    fim_model = merge(base, tmp_path / "fim-adapter", tmp_path / "fim")
+    edits = tmp_path / "edits"
+    edits.mkdir()
+    for split, recs in (("train", _edit_records(12)), ("heldout", _edit_records(2))):
+        (edits / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (edits / "manifest.json").write_text(json.dumps({"lock_sha256": "x", "train_packages": ["p"],
+                                                     "heldout_packages": ["q"]}))
+    out = adapt_edits(fim_model, edits, tiny["data"], tmp_path / "erun", tmp_path / "edit-adapter", steps=30,
+                      rank=4, alpha=8, lr=1e-2, tokens_per_batch=2048, fim_seq_len=64, threads=1, bf16=False,
+                      eval_every=30, shape=Shape(context_chars=60, budget_tokens=500), progress=lambda m: None)
+    assert out["heldout_after"]["answer_loss"] < out["heldout_before"]["answer_loss"] - 0.3
+    assert out["heldout_after"]["fim_loss"] < out["heldout_before"]["fim_loss"] + 0.5
+    record = json.loads((tmp_path / "edit-adapter" / RECORD).read_text())
+    assert record["train_examples"] == 12 and record["steps"] == 30
+    both = merge(base, tmp_path / "fim-adapter", tmp_path / "both", then=(tmp_path / "edit-adapter",))
+    assert (both / RECORD).exists() and (both / "quickcode_adapt.json").exists()
+    stacked = PeftModel.from_pretrained(load_model(fim_model), tmp_path / "edit-adapter")
+    x = torch.tensor([[5, 17, 42, 99, 7, 300, 12]])
+    with torch.no_grad():
+        a, m = stacked(input_ids=x).logits, load_model(both)(input_ids=x).logits
+    assert (a - m).abs().max() < 0.05 * a.abs().max()

@@ -10,10 +10,11 @@ from quickcode.lsp_client import fresh
 from quickcode.lsp_client.clock import VirtualClock
 from quickcode.lsp_client.config import ClientConfig
 from quickcode.lsp_client.documents import Doc
-from quickcode.lsp_client.edit_region import NextEdit, Region, edit_request, placed, region_around
+from quickcode.lsp_client.edit_region import NextEdit, placed
 from quickcode.lsp_client.next_edit import NextEdits
 from quickcode.lsp_client.stream import Lost, Stream
 from quickcode.protocol import Done, Edit, FinishReason, Replace
+from quickcode.protocol.edit_window import Region, edit_request, region_around
 
 URI = "file:///m.py"
 DOC = "import os\n\n\ndef add(a, b):\n    total = a + b\n    return total\n\n\nprint(add(1, 2))\n"
