@@ -99,17 +99,22 @@ export class NextEdits implements vscode.Disposable {
     const edit = inlineEditFor(result, uri);
     if (vscode.window.activeTextEditor !== editor || doc.version !== version) return;   // moved on meanwhile
     if (!edit || edit.version !== version) { this.clear(); return; }
-    this.show(editor, edit);
+    await this.show(editor, edit);
   }
 
-  private show(editor: vscode.TextEditor, edit: InlineEdit): void {
+  private async show(editor: vscode.TextEditor, edit: InlineEdit): Promise<void> {
     const doc = editor.document;
     const range = doc.validateRange(new vscode.Range(edit.range.start.line, edit.range.start.character,
       edit.range.end.line, edit.range.end.character));
     const oldText = doc.getText(range);
     if (oldText === edit.text) { this.clear(); return; }
     this.clear();
-    this.shown = { editor, range, oldText, edit };
+    const shown = { editor, range, oldText, edit };
+    this.shown = shown;
+    // Tab is bound before the edit is drawn: a Tab the moment it appears applies it, never types a tab
+    // (accept() types the plain tab itself when nothing applies)
+    await vscode.commands.executeCommand('setContext', SHOWN_CONTEXT_KEY, true);
+    if (this.shown !== shown) return;              // typed or dismissed meanwhile
     const hover = new vscode.MarkdownString('quickcode next edit: **Tab** applies, **Escape** dismisses');
     editor.setDecorations(this.removed, range.isEmpty ? [] : [{ range, hoverMessage: hover }]);
     const lineEnd = doc.lineAt(range.end.line).range.end;
@@ -117,7 +122,6 @@ export class NextEdits implements vscode.Disposable {
       range: new vscode.Range(lineEnd, lineEnd), hoverMessage: hover,
       renderOptions: { after: { contentText: `→ ${editPreview(edit.text)}` } },
     }]);
-    void vscode.commands.executeCommand('setContext', SHOWN_CONTEXT_KEY, true);
   }
 
   clear(): void {
