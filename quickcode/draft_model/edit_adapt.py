@@ -124,8 +124,9 @@ def adapt_edits(base_dir: Path, edits_dir: Path, fim_dir: Path, run_dir: Path, o
             ls = [float(loss_on(model, w[:, :-1], torch.ones_like(w[:, :-1]), w[:, 1:])[0]) for w in fim_held]
         return round(sum(ls) / len(ls), 4)
 
-    before = {**evaluate(model, held_sets), "fim_loss": fim_eval()}
-    if ckpt.exists():
+    if not ckpt.exists():
+        before = {**evaluate(model, held_sets), "fim_loss": fim_eval()}
+    else:
         state = torch.load(ckpt, weights_only=False)
         model.load_state_dict(state["model"], strict=False)
         opt.load_state_dict(state["opt"])
