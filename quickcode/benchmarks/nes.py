@@ -66,6 +66,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="write the report here (default benchmarks/reports/)")
 
 
+def _portable(setting: str) -> str:
+    """A KEY=VALUE setting as a reader elsewhere can use it: a path inside the checkout made relative to it."""
+    key, _, value = setting.partition("=")
+    path = Path(value)
+    root = Path(__file__).resolve().parents[2]
+    return f"{key}={path.relative_to(root)}" if path.is_absolute() and path.is_relative_to(root) else setting
+
+
 # ── the rule ──────────────────────────────────────────────────────────────────────────────────────────────────
 def score(before: str, after: str, suggestion: tuple[int, int, str] | None) -> dict:
     """The suggestion (start, end, text) of `before` against the real next edit (`before` → `after`):
@@ -278,7 +286,8 @@ def report(rows: list[dict], args, started_s: float, served: dict | None = None)
             f"({ClientConfig().next_edit_lines} above and below): {fig['reachable_share']:.0%}. Intervals: 90 %, "
             "resampling sequences with replacement (2,000 draws), paired across arms."
             + (f" Model served: `{served['model']}`." if served.get("model") else "")
-            + (f" Backend settings: {', '.join(f'`{x}`' for x in args.sets)}." if getattr(args, "sets", None)
+            + (f" Backend settings: {', '.join(f'`{_portable(x)}`' for x in args.sets)}."
+               if getattr(args, "sets", None)
                else (" Backend: the one at the given --url." if getattr(args, "url", None) else
                      " Backend: its defaults."))
             + (" The nes arm's language server's next-edit outcomes (asked; answered, none, stale, typed away, "

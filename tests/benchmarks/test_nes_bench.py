@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from quickcode.backend.edit_prompt import CURSOR, REGION_END, REGION_START
 from quickcode.backend.fake_engine import FakeEngine
@@ -71,3 +72,12 @@ def test_a_model_keeping_the_region_suggests_no_next_edit(fake_backend, tmp_path
     h = _bench(fake_backend, tmp_path, keeps)
     assert h["next_edit_outcomes"]["asked"] == 2 and h["next_edit_outcomes"]["none"] == 2
     assert h["nes"]["answered_share"] == 0.0 and h["nes"]["exact_rate"] == 0.0 and h["nes"]["supplied_share"] == 0
+
+
+def test_the_report_names_checkout_paths_relative_to_it():
+    from quickcode.benchmarks.nes import _portable
+
+    root = Path(__file__).resolve().parents[2]
+    assert _portable(f"model={root}/runs/models-edits/smollm2-fim") == "model=runs/models-edits/smollm2-fim"
+    assert _portable("profile=default") == "profile=default"
+    assert _portable("model=/elsewhere/m") == "model=/elsewhere/m"
