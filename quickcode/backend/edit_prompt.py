@@ -112,7 +112,7 @@ class RegionAnswer:
         if not self.closed:
             return None
         if self.settled_rest is not None:
-            new = self.text.replace(CURSOR, "") + self.settled_rest
+            new = to_lf(self.text.replace(CURSOR, "")) + self.settled_rest
         else:
             new = to_lf(self.text[:self.text.index(REGION_END)].replace(CURSOR, ""))
         if not old_region.endswith("\n") and new.endswith("\n"):
