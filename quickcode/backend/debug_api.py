@@ -69,4 +69,5 @@ def register(app: FastAPI, backend) -> None:
         return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
                                                 "per_user_inflight", "admit_cap")},
                 "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,
-                          "output_fill": rates.output_fill}}
+                          "output_fill": rates.output_fill},
+                "lateness_factor": svc.sched.lateness.factor}

@@ -49,6 +49,8 @@ SESSIONS = Gauge("quickcode_sessions", "Open WebSocket sessions")
 QUEUED = Gauge("quickcode_queued_requests", "Requests waiting in the admission queue")
 QUEUED_TOKENS = Gauge("quickcode_queued_prompt_tokens", "Prompt tokens waiting in the admission queue")
 RUNNING = Gauge("quickcode_running_requests", "Requests in the engine")
+LATENESS = Gauge("quickcode_ttft_forecast_lateness",
+                 "Recent first tokens ÷ their admission forecast (high quantile)")
 TELEMETRY = Counter("quickcode_completion_events_total",
                     "Client telemetry by event and language (a fixed set of ids, else 'other')",
                     ["event", "language"])

@@ -19,8 +19,10 @@ submits, cancels, disconnects, engine finishes and failures by tests/backend/tes
      what can be served within the budget. The prediction simulates the slots: running requests free
      theirs after their expected remaining tokens, queued ones take the earliest free slot in start order,
      and prefills run one after another (the engine's compute is shared); a prefill that overruns its
-     estimate is expected to need another quarter of it. Only a request that finds the engine idle
-     (nothing running) is never shed: an idle engine serves even a prompt slower than the budget.
+     estimate is expected to need another quarter of it. What is still to come is scaled by how late the
+     first tokens of recently admitted requests came against their forecast (`Lateness`: prefills beside
+     decoding sequences, batching). Only a request that finds the engine idle (nothing running) is never
+     shed: an idle engine serves even a prompt slower than the budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
 The baselines (`quickcode bench overload`) pass every request to the engine at once, and none of this applies:
 `fifo` in arrival order (one engine priority), `priority` with vLLM's priorities newest first (vLLM's own
@@ -30,7 +32,7 @@ ones `shed` at once (a bounded queue that says "busy").
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Hashable
@@ -58,6 +60,7 @@ class Job:
     running: bool = False
     started_s: float | None = None
     generated: int = 0               # tokens so far (running jobs), for the slot-wait estimate
+    forecast_first_s: float | None = None   # its first token as forecast when it was admitted
 
 
 @dataclass(frozen=True)
@@ -116,10 +119,34 @@ class RateModel:
             self.output_fill += self.alpha * (min(1.0, tokens / max_tokens) - self.output_fill)
 
 
+@dataclass
+class Lateness:
+    """How much later first tokens come than forecast: a high quantile of actual ÷ forecast time to first
+    token over the last `window` admitted normal requests (what the rate model misses: a prefill sharing the
+    cores with decoding sequences, batching, the prefix cache). 1 until `min_samples`; kept in [0.5, 4]."""
+    window: int = 64
+    quantile: float = 0.9
+    min_samples: int = 8
+    floor_s: float = 0.01            # forecasts shorter than this count as this (a ratio of ~0 says nothing)
+    ratios: deque = field(default_factory=deque)
+    factor: float = 1.0
+
+    def observe(self, actual_s: float, forecast_s: float) -> None:
+        self.ratios.append(max(actual_s, 0.0) / max(forecast_s, self.floor_s))
+        while len(self.ratios) > self.window:
+            self.ratios.popleft()
+        if len(self.ratios) >= self.min_samples:
+            ranked = sorted(self.ratios)
+            q = ranked[min(len(ranked) - 1, int(self.quantile * len(ranked)))]
+            self.factor = min(max(q, 0.5), 4.0)
+
+
 class Scheduler:
-    def __init__(self, cfg: SchedulerConfig, rates: RateModel | None = None):
+    def __init__(self, cfg: SchedulerConfig, rates: RateModel | None = None,
+                 lateness: Lateness | None = None):
         self.cfg = cfg
         self.rates = rates or RateModel()
+        self.lateness = lateness or Lateness()
         self.jobs: dict[Key, Job] = {}
         self.queue: OrderedDict[Key, Job] = OrderedDict()   # waiting, arrival order
         self.running: dict[Key, Job] = {}
@@ -143,9 +170,10 @@ class Scheduler:
 
     def _forecast(self, now: float, budget_s: float | None = None) -> tuple[dict[Key, float], list[Job]]:
         """Predicted first-token time of every queued job, simulating the slots in start order (normals in
-        arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it. A late job is
-        left out of the simulation (it will be shed), so its load does not count for the jobs behind it. A
-        normal job that finds the engine idle is never late: an idle engine serves even a slow prompt."""
+        arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it (the time
+        still to come scaled by `lateness.factor`). A late job is left out of the simulation (it will be
+        shed), so its load does not count for the jobs behind it. A normal job that finds the engine idle is
+        never late: an idle engine serves even a slow prompt."""
         r = self.rates
         frees: list[float] = []          # when each slot frees up
         prefill_free = now               # when the engine is done with the prefills already under way
@@ -171,7 +199,7 @@ class Scheduler:
             begin = max(frees[0], prefill_free)
             first = begin + j.prompt_tokens / r.prefill_tok_s
             firsts[j.key] = first
-            if (budget_s is not None and first - j.arrival_s > budget_s
+            if (budget_s is not None and now + (first - now) * self.lateness.factor - j.arrival_s > budget_s
                     and (j.prefetch or begin > now or not idle)):
                 late.append(j)
                 continue
@@ -200,6 +228,8 @@ class Scheduler:
             return actions + [self._end(job, Reason.SHED)]   # a prefetch never displaces a normal request
         if self.cfg.shed_enabled:
             actions += self._shed_late(now)
+        if job.key in self.queue and not job.prefetch:
+            job.forecast_first_s = self._forecast(now)[0].get(job.key)
         return actions + self._start_ready(now)
 
     def cancel(self, key: Key, now: float) -> list[Action]:
@@ -207,6 +237,13 @@ class Scheduler:
         if job is None:
             return []
         return [self._end(job, Reason.CANCELLED), *self._start_ready(now)]
+
+    def first_token(self, key: Key, now: float) -> None:
+        """`key`'s first token came at `now`: how late it was against its admission forecast."""
+        job = self.running.get(key)
+        if job is not None and job.forecast_first_s is not None:
+            self.lateness.observe(now - job.arrival_s, job.forecast_first_s - job.arrival_s)
+            job.forecast_first_s = None
 
     def progress(self, key: Key, tokens: int) -> None:
         job = self.running.get(key)

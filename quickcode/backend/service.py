@@ -231,6 +231,7 @@ class CompletionService:
             req.t_first = now
             req.cached_tokens = d.num_cached_tokens
             self._observe_prefill(req, len(req.prompt_ids) - d.num_cached_tokens, now)
+            self.sched.first_token(req.key, now)
         elif req.t_second is None:
             req.t_second = now
         # a remote engine says the cached count on the last delta only (its prefill sample above
@@ -319,6 +320,7 @@ class CompletionService:
         metrics.QUEUED.set(len(self.sched.queue))
         metrics.QUEUED_TOKENS.set(self.sched.queued_prompt_tokens)
         metrics.RUNNING.set(len(self.sched.running))
+        metrics.LATENESS.set(self.sched.lateness.factor)
 
     async def _tick_loop(self) -> None:
         """Re-check queued requests against the TTFT budget while anything waits (5 ms resolution)."""

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from quickcode.backend.scheduler import End, Job, RateModel, Reason, Scheduler, SchedulerConfig, Start
+from quickcode.backend.scheduler import End, Job, Lateness, RateModel, Reason, Scheduler, SchedulerConfig, Start
 
 
 def sched(**cfg) -> Scheduler:
@@ -156,6 +156,45 @@ def test_shed_requests_behind_do_not_count_late_ones_ahead():
     # d: 0.2 + 0.005 fits; had c's load (it frees at 0.45) been counted, d would be late too
     assert ends(s.submit(job("d", prompt_tokens=50, key="d"), 0.0)) == {}
     assert s.predicted_ttft_s(s.jobs["d"], 0.0) == pytest.approx(0.205)
+
+
+def test_lateness_is_a_high_quantile_of_actual_over_forecast_once_there_are_enough_samples():
+    late = Lateness(window=10, quantile=0.9, min_samples=4)
+    for _ in range(3):
+        late.observe(0.2, 0.1)
+    assert late.factor == 1.0                                    # too few samples to say
+    late.observe(0.2, 0.1)
+    assert late.factor == pytest.approx(2.0)
+    for _ in range(10):                                          # the old samples leave the window
+        late.observe(0.05, 0.1)
+    assert late.factor == pytest.approx(0.5)
+    assert len(late.ratios) == 10
+    one = Lateness(min_samples=1)
+    one.observe(10.0, 0.0)                                       # a ~0 forecast counts as floor_s; kept ≤ 4
+    assert one.ratios[0] == pytest.approx(1000.0) and one.factor == 4.0
+
+
+def test_first_tokens_later_than_forecast_make_the_scheduler_shed_sooner():
+    s = sched(max_running=4, ttft_budget_s=0.2)
+    assert starts(s.submit(job("a", prompt_tokens=1500, key="a"), 0.0)) == ["a"]   # forecast: first at 0.15 s
+    s.first_token("a", 0.3)                                      # it came twice as late
+    assert list(s.lateness.ratios) == [pytest.approx(2.0)]
+    s.first_token("a", 0.4)                                      # one sample per request
+    assert len(s.lateness.ratios) == 1
+    s.finished("a", 0.3)
+    # c would fit (0.15 + 0.04 s) on the forecast alone, as in the test above; 2× later it does not
+    for _ in range(7):
+        s.lateness.observe(0.3, 0.15)
+    assert s.lateness.factor == pytest.approx(2.0)
+    s.submit(job("a", prompt_tokens=1500, key="a2"), 1.0)
+    acts = s.submit(job("c", prompt_tokens=400, key="c"), 1.0)
+    assert ends(acts) == {"c": (Reason.SHED, False)}
+    assert starts(s.submit(job("d", prompt_tokens=40, key="d"), 1.0)) == []      # (0.15 + 0.004) × 2 > 0.2
+    s2 = sched(max_running=4, ttft_budget_s=0.2)
+    s2.lateness.min_samples = 1
+    s2.lateness.observe(0.1, 0.2)                                 # earlier than forecast: shed less
+    s2.submit(job("a", prompt_tokens=1500, key="a"), 0.0)
+    assert starts(s2.submit(job("b", prompt_tokens=1500, key="b"), 0.0)) == ["b"]  # 0.3 s × 0.5 fits
 
 
 def test_shedding_disabled_queues_everything():
