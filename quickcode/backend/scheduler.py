@@ -122,11 +122,13 @@ class RateModel:
 @dataclass
 class Lateness:
     """How much later first tokens come than forecast: a high quantile of actual ÷ forecast time to first
-    token over the last `window` admitted normal requests (what the rate model misses: a prefill sharing the
-    cores with decoding sequences, batching, the prefix cache). 1 until `min_samples`; kept in [0.5, 4]."""
+    token over the last `window` admitted normal requests (what the rate model misses: a prefill sharing
+    the cores with decoding sequences, batching, the prefix cache). 1 until `min_samples`, then clamped to
+    `factor_range`."""
     window: int = 64
     quantile: float = 0.9
     min_samples: int = 8
+    factor_range: tuple[float, float] = (0.5, 4.0)
     floor_s: float = 0.01            # forecasts shorter than this count as this (a ratio of ~0 says nothing)
     ratios: deque = field(default_factory=deque)
     factor: float = 1.0
@@ -138,7 +140,8 @@ class Lateness:
         if len(self.ratios) >= self.min_samples:
             ranked = sorted(self.ratios)
             q = ranked[min(len(ranked) - 1, int(self.quantile * len(ranked)))]
-            self.factor = min(max(q, 0.5), 4.0)
+            low, high = self.factor_range
+            self.factor = min(max(q, low), high)
 
 
 class Scheduler:
