@@ -130,13 +130,14 @@ class Lateness:
     min_samples: int = 8
     factor_range: tuple[float, float] = (0.5, 4.0)
     floor_s: float = 0.01            # forecasts shorter than this count as this (a ratio of ~0 says nothing)
-    ratios: deque = field(default_factory=deque)
+    ratios: deque = field(init=False)
     factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        self.ratios = deque(maxlen=self.window)
 
     def observe(self, actual_s: float, forecast_s: float) -> None:
         self.ratios.append(max(actual_s, 0.0) / max(forecast_s, self.floor_s))
-        while len(self.ratios) > self.window:
-            self.ratios.popleft()
         if len(self.ratios) >= self.min_samples:
             ranked = sorted(self.ratios)
             q = ranked[min(len(ranked) - 1, int(self.quantile * len(ranked)))]
@@ -229,10 +230,10 @@ class Scheduler:
         # After 1. the user has this job and at most one older normal (when this job is a prefetch).
         if len(self.by_user[job.user]) > max(1, self.cfg.per_user_inflight):
             return actions + [self._end(job, Reason.SHED)]   # a prefetch never displaces a normal request
-        if self.cfg.shed_enabled:
-            actions += self._shed_late(now)
-        if job.key in self.queue and not job.prefetch:
-            job.forecast_first_s = self._forecast(now)[0].get(job.key)
+        firsts, late = self._forecast(now, self.cfg.ttft_budget_s if self.cfg.shed_enabled else None)
+        actions += [self._end(j, Reason.SHED) for j in late]
+        if job.key in self.queue and not job.prefetch:   # (the late left the forecast as they left the queue)
+            job.forecast_first_s = firsts.get(job.key)
         return actions + self._start_ready(now)
 
     def cancel(self, key: Key, now: float) -> list[Action]:
