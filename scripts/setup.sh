@@ -106,6 +106,6 @@ case "${1:-core}" in
   ops) setup_ops ;;
   model) setup_default_model ;;
   smollm2) setup_default_model ;;   # the former name of the default's models
-  all) setup_core; setup_quant; setup_default_model; setup_editors; setup_ops ;;
+  all) setup_core; setup_quant; setup_served; setup_default_model; setup_editors; setup_ops ;;
   *) echo "usage: scripts/setup.sh [core|quant|editors|ops|model|all]" >&2; exit 2 ;;
 esac

@@ -19,6 +19,7 @@ Read in the order of a request:
   best_of.py     a `best_of` request: the greedy line and sampled ones, scored by rerank.py (the line the code
                  around it makes most likely), the best sent whole
   scheduler.py   pure admission logic: newest first per user, supersede, prefetch on spare capacity, shedding
+  rates.py       the scheduler's forecast terms: the engine's measured speed and how late first tokens come
   engine.py      the `Engine` protocol the service streams from (`Delta`, `EngineStats`)
   vllm_engine.py   the engine on vLLM's AsyncLLM (only vllm_*.py import vLLM); vllm_stats.py its step
                    statistics; vllm_heal.py token healing when it speculates (vLLM's allowed_token_ids)

@@ -21,6 +21,9 @@ class Rates(BaseModel):
     prefill_tok_s: float | None = Field(default=None, gt=0)
     decode_tok_s: float | None = Field(default=None, gt=0)
     output_fill: float | None = Field(default=None, gt=0, le=1)
+    step_s: float | None = Field(default=None, ge=0, le=60)
+    # the prefill line's samples, [prompt tokens, seconds]: restored, the line is fitted again from them
+    prefill_samples: list[tuple[int, float]] | None = Field(default=None, max_length=64)
 
 
 class SchedulerPatch(BaseModel):
@@ -64,10 +67,16 @@ def register(app: FastAPI, backend) -> None:
         for key, value in patch.model_dump(exclude_none=True, exclude={"rates"}).items():
             setattr(cfg, key, value)
         if patch.rates is not None:
-            for key, value in patch.rates.model_dump(exclude_none=True).items():
+            given = patch.rates.model_dump(exclude_none=True)
+            samples = given.pop("prefill_samples", None)
+            for key, value in given.items():
                 setattr(rates, key, value)
+            rates.ewma_tok_s = given.get("prefill_tok_s", rates.ewma_tok_s)
+            if samples is not None:
+                rates.restore_fit(samples)
         return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
                                                 "per_user_inflight", "admit_cap")},
                 "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,
-                          "output_fill": rates.output_fill},
+                          "output_fill": rates.output_fill, "step_s": rates.step_s,
+                          "prefill_samples": [list(x) for x in rates.fit]},
                 "lateness_factor": svc.sched.lateness.factor}

@@ -14,15 +14,17 @@ submits, cancels, disconnects, engine finishes and failures by tests/backend/tes
   4. Queued normal requests start in arrival order across users. Since each user has at most one live
      normal request (1.), one fast typist holds at most one place in the queue and cannot starve others.
   5. A request whose predicted time to first token (time waited, plus the wait for a slot, plus the prefill
-     of the requests ahead of it and its own, at the measured rates) exceeds the TTFT budget is answered
+     of the requests ahead of it and its own, each an engine step plus its prompt at the measured rate:
+     quickcode/backend/rates.py) exceeds the TTFT budget is answered
      with an empty completion (`shed`), at admission or later while it waits: the queue never grows past
      what can be served within the budget. The prediction simulates the slots: running requests free
      theirs after their expected remaining tokens, queued ones take the earliest free slot in start order,
      and prefills run one after another (the engine's compute is shared); a prefill that overruns its
      estimate is expected to need another quarter of it. What is still to come is scaled by how late the
      first tokens of recently admitted requests came against their forecast (`Lateness`: prefills beside
-     decoding sequences, batching). Only a request that finds the engine idle (nothing running) is never
-     shed: an idle engine serves even a prompt slower than the budget.
+     decoding sequences, batching). Only a request that finds the engine idle (nothing running but
+     prefetches, which give way to it) is never shed: an idle engine serves even a prompt slower than the
+     budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
 The baselines (`quickcode bench overload`) pass every request to the engine at once, and none of this applies:
 `fifo` in arrival order (one engine priority), `priority` with vLLM's priorities newest first (vLLM's own
@@ -32,10 +34,12 @@ ones `shed` at once (a bounded queue that says "busy").
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Hashable
+
+from quickcode.backend.rates import Lateness, RateModel
 
 Key = Hashable
 PASS_THROUGH = ("fifo", "priority")   # modes that hand every request to the engine at once
@@ -90,61 +94,6 @@ class SchedulerConfig:
     admit_cap: int = 0               # fifo/priority: live requests beyond it are shed at once (0: no cap)
 
 
-@dataclass
-class RateModel:
-    """Measured engine speed (EWMA). Prefill in prompt tokens/s of the engine (prefills are serial);
-    decode in tokens/s of one running request; output as the share of `max_tokens` a request generates
-    before it stops by itself. One sample moves an estimate at most ×4 (outliers: a prompt from the prefix
-    cache, a step that batched several prefills)."""
-    prefill_tok_s: float = 20_000.0
-    decode_tok_s: float = 100.0
-    output_fill: float = 0.5
-    alpha: float = 0.2
-    samples: int = field(default=0)
-
-    def observe_prefill(self, tokens: int, seconds: float) -> None:
-        if tokens > 0 and seconds > 0:
-            rate = min(max(tokens / seconds, self.prefill_tok_s / 4), self.prefill_tok_s * 4)
-            self.prefill_tok_s += self.alpha * (rate - self.prefill_tok_s)
-            self.samples += 1
-
-    def observe_decode(self, tokens: int, seconds: float) -> None:
-        if tokens > 0 and seconds > 0:
-            rate = min(max(tokens / seconds, self.decode_tok_s / 4), self.decode_tok_s * 4)
-            self.decode_tok_s += self.alpha * (rate - self.decode_tok_s)
-
-    def observe_output(self, tokens: int, max_tokens: int) -> None:
-        """A request generated `tokens` of its `max_tokens` before it stopped by itself (stop or length)."""
-        if tokens > 0 and max_tokens > 0:
-            self.output_fill += self.alpha * (min(1.0, tokens / max_tokens) - self.output_fill)
-
-
-@dataclass
-class Lateness:
-    """How much later first tokens come than forecast: a high quantile of actual ÷ forecast time to first
-    token over the last `window` admitted normal requests (what the rate model misses: a prefill sharing
-    the cores with decoding sequences, batching, the prefix cache). 1 until `min_samples`, then clamped to
-    `factor_range`."""
-    window: int = 64
-    quantile: float = 0.9
-    min_samples: int = 8
-    factor_range: tuple[float, float] = (0.5, 4.0)
-    floor_s: float = 0.01            # forecasts shorter than this count as this (a ratio of ~0 says nothing)
-    ratios: deque = field(init=False)
-    factor: float = 1.0
-
-    def __post_init__(self) -> None:
-        self.ratios = deque(maxlen=self.window)
-
-    def observe(self, actual_s: float, forecast_s: float) -> None:
-        self.ratios.append(max(actual_s, 0.0) / max(forecast_s, self.floor_s))
-        if len(self.ratios) >= self.min_samples:
-            ranked = sorted(self.ratios)
-            q = ranked[min(len(ranked) - 1, int(self.quantile * len(ranked)))]
-            low, high = self.factor_range
-            self.factor = min(max(q, low), high)
-
-
 class Scheduler:
     def __init__(self, cfg: SchedulerConfig, rates: RateModel | None = None,
                  lateness: Lateness | None = None):
@@ -176,8 +125,8 @@ class Scheduler:
         """Predicted first-token time of every queued job, simulating the slots in start order (normals in
         arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it (the time
         still to come scaled by `lateness.factor`). A late job is left out of the simulation (it will be
-        shed), so its load does not count for the jobs behind it. A normal job that finds the engine idle is
-        never late: an idle engine serves even a slow prompt."""
+        shed), so its load does not count for the jobs behind it. A normal job that finds the engine idle (or
+        running prefetches only) is never late: an idle engine serves even a slow prompt."""
         r = self.rates
         frees: list[float] = []          # when each slot frees up
         prefill_free = now               # when the engine is done with the prefills already under way
@@ -187,21 +136,21 @@ class Scheduler:
                 continue
             first = now
             if j.generated == 0:         # still in prefill; one that overran its estimate needs a bit more
-                estimate = j.prompt_tokens / r.prefill_tok_s
+                estimate = r.prefill_s(j.prompt_tokens)
                 elapsed = now - (now if j.started_s is None else j.started_s)
                 prefill_free += max(estimate - elapsed, 0.25 * estimate)
                 first = prefill_free
             frees.append(first + self._expected_tokens(j) / r.decode_tok_s)
         frees += [now] * max(0, self.cfg.max_running - len(frees))
         heapq.heapify(frees)
-        idle = not self.running
+        idle = all(j.prefetch for j in self.running.values())   # (a running prefetch gives way)
         firsts: dict[Key, float] = {}
         late: list[Job] = []
         order = ([j for j in self.queue.values() if not j.prefetch]
                  + [j for j in self.queue.values() if j.prefetch])
         for j in order:
             begin = max(frees[0], prefill_free)
-            first = begin + j.prompt_tokens / r.prefill_tok_s
+            first = begin + r.prefill_s(j.prompt_tokens)
             firsts[j.key] = first
             if (budget_s is not None and now + (first - now) * self.lateness.factor - j.arrival_s > budget_s
                     and (j.prefetch or begin > now or not idle)):

@@ -197,6 +197,12 @@ def acceptance(summary: dict, unloaded_p95_s: float) -> dict:
 
 # ── the backend: scheduler switches, idle waits, calibration ──────────────────────────────────────────────────
 
+def served(backend: Backend) -> dict:
+    """What the backend serves, from its /readyz: profile (and why), target, precision, speculation."""
+    with urllib.request.urlopen(f"{backend.http_url}/readyz", timeout=10) as r:
+        return json.loads(r.read())
+
+
 def set_scheduler(backend: Backend, **cfg) -> dict:
     """POST /debug/scheduler (the backend must run with debug_endpoints=true); retried while requests drain."""
     body = json.dumps(cfg).encode()
@@ -319,6 +325,7 @@ def run(args: argparse.Namespace) -> dict:
     backend = backend_from_url(args.url) if args.url else bench_backend("overload", settings)
     try:
         res = asyncio.run(_run(args, backend, rows, corpus, work))
+        res["served"] = served(backend)
     finally:
         backend.stop()
     return _report(args, work, res)
@@ -412,8 +419,12 @@ def _report(args, work: Workload, r: dict) -> dict:
     report = Report("overload", "Overload: our scheduler vs a tuned capped FIFO and vLLM's priority scheduling",
                     started=_T0, out=args.out)
     caps = ", ".join(a.name.removeprefix("fifo-cap") for a in r["arms"] if a.family == "fifo")
+    sv = r.get("served", {})
     report.add(f"""
 Command: `quickcode bench overload {' '.join(sys.argv[3:])}` (options: `quickcode bench overload --help`).
+
+Served: profile **{sv.get('profile')}** ({sv.get('profile_why')}): target `{sv.get('target')}`,
+{sv.get('precision')}, speculation `{sv.get('spec_method')}`.
 
 One backend, one warm vLLM engine with **{args.engine_slots} sequences** (`max_num_seqs`, and our
 `max_running`: every arm gets the same slots), its scheduler switched between blocks (`POST /debug/scheduler`).
@@ -498,7 +509,7 @@ block they wait up to {r['drain_s']:.0f} s for stragglers, then disconnect (what
     _plot(report, r, families)
     headline = {"bench": "overload", "sustainable_rps": round(r["sustainable"], 3),
                 "unloaded_ttft_p95_ms": round(unl_s["p95"] * 1000, 1), "slo_ms": round(slo_s * 1000, 1),
-                "engine_slots": args.engine_slots, "levels": {}}
+                "engine_slots": args.engine_slots, "profile": r.get("served", {}).get("profile"), "levels": {}}
     for lv in r["levels"]:
         p, ci, best = lv["summary"]["point"], lv["summary"]["ci"], lv["summary"]["best_fifo"]
         arms3 = (("best_fifo", best), ("vllm_priority", "vllm-priority"), ("ours", "ours"))

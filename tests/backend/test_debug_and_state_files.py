@@ -63,6 +63,12 @@ def test_debug_takes_only_the_admin_token_and_typed_values():
     assert client.post(url, json={"admit_cap": -1}, headers=admin).status_code == 400
     r = client.post(url, json={"rates": {"decode_tok_s": 123.0}}, headers=admin)
     assert r.status_code == 200 and r.json()["rates"]["decode_tok_s"] == 123.0
+    line = [[t, 0.05 + t / 2000] for t in (10, 100, 400, 800, 1200, 1500, 200, 50)]
+    r = client.post(url, json={"rates": {"prefill_samples": line}}, headers=admin)     # an A/B run's restore
+    assert r.status_code == 200 and r.json()["rates"]["step_s"] == pytest.approx(0.05)
+    assert svc.sched.rates.prefill_tok_s == pytest.approx(2000) and len(r.json()["rates"]["prefill_samples"]) == 8
+    too_many = {"rates": {"prefill_samples": [[1, 1.0]] * 65}}
+    assert client.post(url, json=too_many, headers=admin).status_code == 400
 
 
 def test_client_state_files_are_created_private(tmp_path, monkeypatch):

@@ -53,7 +53,7 @@ async def client(lsp_client: LanguageClient, default_backend):
     await lsp_client.initialize_session(T.InitializeParams(
         capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
         initialization_options={"endpoints": [default_backend.ws_url], "predictor": False, "warmup": False,
-                                "suggestion_unit": "line"}))
+                                "suggestion_unit": "line", "deadline_ms": 60_000}))   # what, not how fast
     await wait_connected(lsp_client)
     yield
     await lsp_client.shutdown_session()

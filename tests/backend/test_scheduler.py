@@ -197,6 +197,37 @@ def test_first_tokens_later_than_forecast_make_the_scheduler_shed_sooner():
     assert starts(s2.submit(job("b", prompt_tokens=1500, key="b"), 0.0)) == ["b"]  # 0.3 s × 0.5 fits
 
 
+def test_the_prefill_forecast_is_a_fixed_step_plus_the_prompt_at_a_rate():
+    """Short prompts cost the engine's step, not their length: a rate alone (tokens / seconds) would be
+    short for them and long for long ones, and the lateness ratio would learn the short prompts' error."""
+    r = RateModel(prefill_tok_s=20_000.0)
+    for t in (10, 600, 40, 1500, 200, 900, 20, 300) * 2:
+        r.observe_prefill(t, 0.05 + t / 2000)              # a 50 ms step, then 2,000 tokens/s
+    assert r.step_s == pytest.approx(0.05, rel=0.05) and r.prefill_tok_s == pytest.approx(2000, rel=0.05)
+    assert r.prefill_s(20) == pytest.approx(0.06, rel=0.05)
+    late = Lateness(min_samples=1)
+    for t in (10, 600, 40, 1500):
+        late.observe(0.05 + t / 2000, r.prefill_s(t))
+    assert late.factor == pytest.approx(1.0, abs=0.05)
+    same = RateModel(prefill_tok_s=1000.0)
+    for _ in range(8):
+        same.observe_prefill(500, 1.0)                      # all one length: the window's tokens/s, step 0
+    assert same.step_s == 0.0 and same.prefill_tok_s == pytest.approx(500)
+    noisy = RateModel(prefill_tok_s=1000.0)
+    for t in (100, 900) * 5:
+        noisy.observe_prefill(t, 0.5)                       # not rising with length: no step
+    assert noisy.step_s == 0.0 and noisy.prefill_tok_s == pytest.approx(1000)
+
+
+def test_a_running_prefetch_does_not_make_a_normal_request_late():
+    s = sched(max_running=2, ttft_budget_s=0.2, prefetch_share=1.0)
+    assert starts(s.submit(job("p", prompt_tokens=100, prefetch=True, key="p"), 0.0)) == ["p"]
+    s.progress("p", 1)
+    s.lateness.factor = 4.0
+    # 3,000 tokens: 0.3 s to prefill, late on any forecast; but the engine does nothing that will not give way
+    assert starts(s.submit(job("a", prompt_tokens=3000, key="a"), 0.0)) == ["a"]
+
+
 def test_shedding_disabled_queues_everything():
     s = sched(max_running=1, shed_enabled=False)
     for i in range(50):
@@ -457,7 +488,7 @@ def test_the_rate_model_follows_the_engine_but_one_outlier_moves_it_at_most_4x()
     r = RateModel(prefill_tok_s=1000.0, decode_tok_s=20.0, output_fill=0.5)
     r.observe_prefill(1500, 1e-5)                         # two prefills batched in one step: a bogus sample
     assert r.prefill_tok_s == pytest.approx(1000 + 0.2 * (4000 - 1000))
-    for _ in range(40):
+    for _ in range(r.fit_window):                          # (until it leaves the prefill line's window)
         r.observe_prefill(3000, 1.0)
         r.observe_decode(50, 1.0)
         r.observe_output(64, 64)                          # every request runs to max_tokens

@@ -138,7 +138,9 @@ def test_the_report_and_its_headline_from_a_synthetic_run(tmp_path, capsys):
     unloaded = [Outcome(str(i), "", 10, 0.0, t_first=0.4 + i / 100, t_end=0.5 + i / 100, finish="length")
                 for i in range(20)]
     r = {"unloaded": unloaded, "sustainable": 1.8, "slo_s": 1.0, "budget_s": 0.75, "drain_s": 10.0,
-         "max_running": 4, "arms": arms, "levels": levels}
+         "max_running": 4, "arms": arms, "levels": levels,
+         "served": {"profile": "light", "profile_why": "asked for", "target": "target", "precision": "int8",
+                    "spec_method": "off"}}
     args = argparse.Namespace(levels="1,3", caps="2,4", block_s=2.0, users=4, engine_slots=4, trace=ov.DEFAULT_TRACE,
                               start_s=180.0, typist_share=0.25, burst_gap_ms=300.0, max_prompt_tokens=1500,
                               max_output_tokens=64, budget_share=0.75, slo_ms=None, sustainable_rps=None,
@@ -159,3 +161,4 @@ def test_the_report_and_its_headline_from_a_synthetic_run(tmp_path, capsys):
     assert (tmp_path / "overload_load.png").stat().st_size > 10_000
     assert not any(isinstance(v, float) and math.isnan(v) for v in lv.values())
     assert "current goodput ≥ 1.5 × the best capped FIFO" in md
+    assert "Served: profile **light** (asked for)" in md and headline["profile"] == "light"

@@ -50,7 +50,10 @@ async def client(lsp_client: LanguageClient, backend):
     quiet_status(lsp_client)
     await lsp_client.initialize_session(T.InitializeParams(
         capabilities=capabilities(), root_uri="file:///tmp/quickcode_e2e",
-        initialization_options={"endpoints": [backend.ws_url], "predictor": False, "warmup": False}))
+        # a deadline no machine misses: these tests are about what the editor is sent, not how fast (that is
+        # `quickcode bench`'s); at the default one a busy machine's first requests come back empty
+        initialization_options={"endpoints": [backend.ws_url], "predictor": False, "warmup": False,
+                                "deadline_ms": 60_000}))
     await wait_connected(lsp_client)
     yield
     await lsp_client.shutdown_session()
