@@ -20,9 +20,9 @@ submits, cancels, disconnects, engine finishes and failures by tests/backend/tes
      what can be served within the budget. The prediction simulates the slots: running requests free
      theirs after their expected remaining tokens, queued ones take the earliest free slot in start order,
      and prefills run one after another (the engine's compute is shared); a prefill that overruns its
-     estimate is expected to need another quarter of it. What is still to come is scaled by how late the
-     first tokens of recently admitted requests came against their forecast (`Lateness`: prefills beside
-     decoding sequences, batching). Only a request that finds the engine idle (nothing running but
+     estimate is expected to need another quarter of it. The prefills from the request's slot on are
+     scaled by how late the first tokens of recently admitted requests came against their forecast
+     (`Lateness`: prefills beside decoding sequences, batching). Only a request that finds the engine idle (nothing running but
      prefetches, which give way to it) is never shed: an idle engine serves even a prompt slower than the
      budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
@@ -123,8 +123,9 @@ class Scheduler:
 
     def _forecast(self, now: float, budget_s: float | None = None) -> tuple[dict[Key, float], list[Job]]:
         """Predicted first-token time of every queued job, simulating the slots in start order (normals in
-        arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it (the time
-        still to come scaled by `lateness.factor`). A late job is left out of the simulation (it will be
+        arrival order, then prefetches), and — given `budget_s` — the jobs that will miss it (the prefills
+        from its slot on scaled by `lateness.factor`; the wait for a slot comes from the decode rate, measured
+        as such). A late job is left out of the simulation (it will be
         shed), so its load does not count for the jobs behind it. A normal job that finds the engine idle (or
         running prefetches only) is never late: an idle engine serves even a slow prompt."""
         r = self.rates
@@ -149,10 +150,11 @@ class Scheduler:
         order = ([j for j in self.queue.values() if not j.prefetch]
                  + [j for j in self.queue.values() if j.prefetch])
         for j in order:
-            begin = max(frees[0], prefill_free)
+            slot = max(frees[0], now)
+            begin = max(slot, prefill_free)
             first = begin + r.prefill_s(j.prompt_tokens)
             firsts[j.key] = first
-            if (budget_s is not None and now + (first - now) * self.lateness.factor - j.arrival_s > budget_s
+            if (budget_s is not None and slot + (first - slot) * self.lateness.factor - j.arrival_s > budget_s
                     and (j.prefetch or begin > now or not idle)):
                 late.append(j)
                 continue

@@ -219,6 +219,18 @@ def test_the_prefill_forecast_is_a_fixed_step_plus_the_prompt_at_a_rate():
     assert noisy.step_s == 0.0 and noisy.prefill_tok_s == pytest.approx(1000)
 
 
+def test_lateness_scales_the_prefills_not_the_wait_for_a_slot():
+    """First tokens come late when prefills share the cores; the wait for a slot is the decode rate's."""
+    s = sched(max_running=1, ttft_budget_s=0.2)
+    assert starts(s.submit(job("a", prompt_tokens=10, max_tokens=64, key="a"), 0.0)) == ["a"]
+    s.progress("a", 54)                                   # 10 of 64 expected: 1 token left
+    s.rates.decode_tok_s, s.lateness.factor = 10.0, 4.0   # the slot frees in 0.1 s
+    assert ends(s.submit(job("b", prompt_tokens=100, key="b"), 0.0)) == {}      # 0.1 + 4 × 0.01 s fits
+    assert s.predicted_ttft_s(s.jobs["b"], 0.0) == pytest.approx(0.11)           # (× 4 whole: 0.44, shed)
+    s.rates.decode_tok_s = 5.0                            # now the slot frees in 0.2 s: late whatever the factor
+    assert ends(s.tick(0.0)) == {"b": (Reason.SHED, False)}
+
+
 def test_a_running_prefetch_does_not_make_a_normal_request_late():
     s = sched(max_running=2, ttft_budget_s=0.2, prefetch_share=1.0)
     assert starts(s.submit(job("p", prompt_tokens=100, prefetch=True, key="p"), 0.0)) == ["p"]

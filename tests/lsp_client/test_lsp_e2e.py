@@ -124,7 +124,10 @@ async def first_suggestion(client: LanguageClient, skip: int = 0) -> tuple[str, 
         result = await client.text_document_inline_completion_async(inline_params(text))
         if result.items:
             return text, result.items[0]
-    pytest.fail("the model gave no ghost text in any of the contexts")
+    stats = await command(client, "quickcode.stats")       # what the language server and the backend saw
+    seen = {k: stats.get(k) for k in ("decisions", "wasted_by", "backend_requests")}
+    last = [(w.get("ended"), w.get("finish"), w.get("error"), w.get("ttft_ms")) for w in stats["waterfalls"][-5:]]
+    pytest.fail(f"the model gave no ghost text in any of the contexts: {seen}, last requests {last}")
 
 
 async def test_inline_completion_returns_an_item_with_a_range(client: LanguageClient):
