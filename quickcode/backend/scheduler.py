@@ -22,9 +22,9 @@ submits, cancels, disconnects, engine finishes and failures by tests/backend/tes
      and prefills run one after another (the engine's compute is shared); a prefill that overruns its
      estimate is expected to need another quarter of it. The prefills from the request's slot on are
      scaled by how late the first tokens of recently admitted requests came against their forecast
-     (`Lateness`: prefills beside decoding sequences, batching). Only a request that finds the engine idle (nothing running but
-     prefetches, which give way to it) is never shed: an idle engine serves even a prompt slower than the
-     budget.
+     (`Lateness`: prefills beside decoding sequences, batching). Only a request that finds the engine
+     idle (nothing running but prefetches, which give way to it) is never shed: an idle engine serves even
+     a prompt slower than the budget.
   6. Every submitted request ends exactly once (one `End`, or the caller's own `finished`/`cancel`).
 The baselines (`quickcode bench overload`) pass every request to the engine at once, and none of this applies:
 `fifo` in arrival order (one engine priority), `priority` with vLLM's priorities newest first (vLLM's own
