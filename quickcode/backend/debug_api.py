@@ -69,11 +69,7 @@ def register(app: FastAPI, backend) -> None:
         if patch.rates is not None:
             given = patch.rates.model_dump(exclude_none=True)
             samples = given.pop("prefill_samples", None)
-            for key, value in given.items():
-                setattr(rates, key, value)
-            rates.ewma_tok_s = given.get("prefill_tok_s", rates.ewma_tok_s)
-            if samples is not None:
-                rates.restore_fit(samples)
+            rates.restore(given, samples)
         return {**{k: getattr(cfg, k) for k in ("mode", "ttft_budget_s", "max_running", "shed_enabled",
                                                 "per_user_inflight", "admit_cap")},
                 "rates": {"prefill_tok_s": rates.prefill_tok_s, "decode_tok_s": rates.decode_tok_s,

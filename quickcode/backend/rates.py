@@ -12,10 +12,9 @@ class RateModel:
     """Measured engine speed. A first token takes `step_s` (an engine step, whatever the prompt's length)
     plus the prompt at `prefill_tok_s` (prefills are serial): a least-squares line through the last
     `fit_window` prefill samples (step 0 while their lengths do not tell it), an EWMA of tokens/s until
-    there are `fit_min_samples`. Decode
-    in tokens/s of one running request; output as the share of `max_tokens` a request generates before it
-    stops by itself (EWMAs). One sample moves an EWMA at most ×4 (outliers: a prompt from the prefix cache, a
-    step that batched several prefills)."""
+    there are `fit_min_samples`. Decode in tokens/s of one running request; output as the share of
+    `max_tokens` a request generates before it stops by itself (EWMAs). One sample moves an EWMA at most
+    ×4 (outliers: a prompt from the prefix cache, a step that batched several prefills)."""
     prefill_tok_s: float = 20_000.0
     decode_tok_s: float = 100.0
     output_fill: float = 0.5
@@ -45,12 +44,20 @@ class RateModel:
                 forecast_s = self.prefill_s(tokens)
                 seconds = min(max(seconds, forecast_s / 10), forecast_s * 10)
             self.fit.append((tokens, seconds))
-            self.step_s, self.prefill_tok_s = self._line() or (0.0, self.ewma_tok_s)
+            self._refit()
 
-    def restore_fit(self, samples: list[tuple[int, float]]) -> None:
-        """Take `samples` ([prompt tokens, seconds], positive) as the line's and fit it again."""
-        self.fit.clear()
-        self.fit.extend((int(t), float(x)) for t, x in samples if t > 0 and x > 0)
+    def restore(self, values: dict, samples: list[tuple[int, float]] | None) -> None:
+        """Set measured `values` (an A/B run switching modes on one engine) and, given them, the line's
+        `samples` ([prompt tokens, seconds], positive), fitted again."""
+        for key, value in values.items():
+            setattr(self, key, value)
+        self.ewma_tok_s = values.get("prefill_tok_s", self.ewma_tok_s)
+        if samples is not None:
+            self.fit.clear()
+            self.fit.extend((int(t), float(x)) for t, x in samples if t > 0 and x > 0)
+            self._refit()
+
+    def _refit(self) -> None:
         self.step_s, self.prefill_tok_s = self._line() or (0.0, self.ewma_tok_s)
 
     def _line(self) -> tuple[float, float] | None:
