@@ -40,6 +40,10 @@ map $http_upgrade $quickcode_connection {{
 log_format quickcode '$remote_addr [$time_local] "$request_method $uri" $status $body_bytes_sent '
                      '$request_time upstream=$upstream_addr';
 
+# No replica is ever marked down (max_fails=0): nginx resets a replica's failures only when one of its
+# connections ends, and a WebSocket lasts hours, so a replica that refused sessions while its engine started
+# would stay out for every new session after it is ready. Each handshake tries the user's replica and, at a
+# refusal, a timeout or a 503 (starting, draining), the next one on the ring.
 upstream quickcode_backends {{
     hash $quickcode_user_key consistent;
 {servers}
@@ -104,11 +108,11 @@ http {{
 
 
 def render(backends: list[str], listen: str = EXAMPLE_LISTEN, access_log: str = "/var/log/nginx/quickcode.access.log",
-           max_fails: int = 1, fail_timeout_s: int = 10) -> str:
+           max_fails: int = 0) -> str:
     """The http-context configuration (conf.d/quickcode.conf)."""
     if not backends:
         raise ValueError("at least one backend replica")
-    servers = "\n".join(f"    server {b} max_fails={max_fails} fail_timeout={fail_timeout_s}s;" for b in backends)
+    servers = "\n".join(f"    server {b} max_fails={max_fails};" for b in backends)
     return _HTTP.format(servers=servers, listen=listen, access_log=access_log)
 
 

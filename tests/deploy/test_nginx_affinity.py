@@ -3,7 +3,8 @@ with its own replica_id, over the fake engine: what is tested is nginx and our r
 by deploy/nginx/render.py. Each user always lands on the same replica (the
 welcome frame names it), users spread over both, WebSocket streaming and SSE pass through the proxy, and
 when a replica goes away only its users move (consistent hashing). A replica whose engine is still starting
-(restarted after a crash, say) takes no sessions: its users are served by the other one meanwhile.
+(restarted after a crash, say) takes no sessions: its users are served by the other one meanwhile, and it
+takes every user as soon as it is ready and the other one goes.
 """
 from __future__ import annotations
 
@@ -160,5 +161,10 @@ def test_a_starting_replica_sends_its_users_to_the_other(tmp_path_factory):
             ws, welcome = open_session(replica_b.ws_url)
             with ws:
                 assert welcome["replica"] == "replica-b" and complete(ws, "b", max_tokens=2).kind == "done"
+            # then the other replica goes (drained, say): every user's next session is replica-b's at once,
+            # though replica-b refused sessions through this nginx moments ago (no 502 "no live upstreams")
+            replica_a.stop()
+            after = collections.Counter(_replica_of(c, i) for i in range(N_USERS))
+            assert after == {"replica-b": N_USERS}, after
         finally:
             gen.close()
