@@ -19,6 +19,9 @@ from pythonjsonlogger.json import JsonFormatter
 from quickcode.protocol import Timing
 
 ACCESS = logging.getLogger("quickcode.access")
+# uvicorn's websockets-sansio logs this at ERROR after each handshake answered with a denial (our 503 while
+# the engine starts or the replica drains): it never marks such a handshake complete (Kludex/uvicorn#3138)
+DENIAL_NOISE = "ASGI callable returned without completing handshake."
 ACCESS_FIELDS = ("request_id", "user", "route", "status", "queue_ms", "ttft_ms", "first_chunk_ms", "total_ms",
                  "prompt_tokens", "cached_tokens", "output_tokens")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -45,6 +48,21 @@ def json_formatter() -> logging.Formatter:
     return JsonFormatter(["levelname", "name", "message"], timestamp="time",
                          rename_fields={"levelname": "level", "name": "logger"},
                          reserved_attrs=[*RESERVED_ATTRS, "color_message"])   # uvicorn's ANSI copy of message
+
+
+class DenialNoise(logging.Filter):
+    """Drops uvicorn's `DENIAL_NOISE`: our one WebSocket route always accepts, closes or denies before it
+    returns, so the line only ever follows a denial the client got (alerts on ERROR would fire on each)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != DENIAL_NOISE
+
+
+def quiet_denials() -> None:
+    """Install `DenialNoise` on uvicorn's error logger (once; after uvicorn has configured its logging)."""
+    log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, DenialNoise) for f in log.filters):
+        log.addFilter(DenialNoise())
 
 
 def configure(level: str, log_format: str) -> None:

@@ -52,7 +52,9 @@ def uvicorn_config(app, settings: Settings, **overrides) -> uvicorn.Config:
               # JSON: uvicorn's loggers go through the root handler (quickcode/backend/logs.py), not its own
               # text ones
               log_config=None if settings.log_format == "json" else LOGGING_CONFIG)
-    return uvicorn.Config(app, **{**kw, **overrides})
+    config = uvicorn.Config(app, **{**kw, **overrides})   # (configures uvicorn's loggers)
+    logs.quiet_denials()
+    return config
 
 
 def check_files(settings: Settings) -> None:
