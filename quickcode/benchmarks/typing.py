@@ -237,6 +237,13 @@ def _counter(path: Path):
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
 
 
+def client_settings(ours: dict, extra: dict[str, dict], arm_backends: dict[str, tuple]) -> dict[str, dict]:
+    """Each arm's client settings: the compared arms' own, an `--arm`'s over its namesake's (else ours'), and
+    ours' for an arm named only by its backend (`--arm-backend light=profile=light`: the same client)."""
+    return {**{a: ours for a in arm_backends}, **ARMS,
+            **{a: {**ARMS.get(a, ours), **cfg} for a, cfg in extra.items()}, "ours": ours}
+
+
 def run(args: argparse.Namespace) -> dict:
     import tempfile
     import time
@@ -256,7 +263,7 @@ def run(args: argparse.Namespace) -> dict:
     if arm_backends:
         key["arm_backends"] = {a: list(v) for a, v in arm_backends.items()}
     ours = {**ARMS["ours"], **(getattr(args, "ours_settings", None) or {})}
-    arm_settings = {**ARMS, **{a: {**ARMS.get(a, ours), **cfg} for a, cfg in extra.items()}, "ours": ours}
+    arm_settings = client_settings(ours, extra, arm_backends)
     dev_arg = getattr(args, "developer", "whole")
     devs = ["whole", "word"] if dev_arg == "both" else [dev_arg]
     rows = _load_rows(args.rows, key)
