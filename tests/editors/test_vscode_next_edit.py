@@ -28,7 +28,9 @@ pytestmark = [pytest.mark.editor, pytest.mark.vscode, pytest.mark.slow]
 
 DOC = "def add(a, b):\n    total = a + b\n    return total\n"
 MARK = "#mul"
-SHOW_TIMEOUT_S = 30.0       # generous: this 2-core machine is shared with training runs
+# a deadline and a wait no machine misses (under load an edit past the server's default deadline is dropped,
+# and nothing asks again until the next key): this test is about what the editor shows, not how fast
+SHOW_TIMEOUT_S = 60.0
 
 
 def running_code_server(tmp_path, ws_url: str, next_edit: bool):
@@ -39,7 +41,7 @@ def running_code_server(tmp_path, ws_url: str, next_edit: bool):
     env = vscode_driver.install(tmp_path, {
         **vscode_driver.VERBATIM_TYPING, "quickcode.server.command": QUICKCODE, "quickcode.server.args": ["lsp"],
         "quickcode.endpoints": [ws_url], "quickcode.server.logFile": str(lsp_log), "quickcode.nextEdit": next_edit,
-        "quickcode.advanced": {"predictor": False, "stateDir": ""}})
+        "quickcode.deadlineMs": SHOW_TIMEOUT_S * 1000, "quickcode.advanced": {"predictor": False, "stateDir": ""}})
     port = free_port()
     cs = vscode_driver.start(tmp_path, ws, port, env, tmp_path / "code-server.log")
     return ws, lsp_log, cs, f"http://127.0.0.1:{port}"
