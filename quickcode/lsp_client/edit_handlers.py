@@ -1,7 +1,8 @@
 """The LSP handlers of next-edit suggestions (registered by server.py `build_server`): the de facto next-edit
 request, `textDocument/copilotInlineEdit` (params: textDocument {uri, version}, position; result
 `{edits: [{range, text, textDocument, command}]}`), and an inline completion with a range where the plain
-one has nothing. Both answer nothing unless the client setting `next_edit` is on; never an error."""
+one has nothing, for clients that never ask the former (one that does draws the edit itself: a ranged item
+would show it twice). Both answer nothing unless the client setting `next_edit` is on; never an error."""
 from __future__ import annotations
 
 import asyncio
@@ -33,6 +34,8 @@ async def next_edit(ls, uri: str, position: T.Position) -> NextEdit | None:
 
 async def copilot_inline_edit(ls, params) -> dict:
     """`textDocument/copilotInlineEdit`: the next edit, if the document is still at the version asked."""
+    if ls.session is not None:
+        ls.session.next_edits.client_draws = True
     doc_id, pos = _field(params, "textDocument", "text_document"), _field(params, "position")
     uri, version = _field(doc_id, "uri"), _field(doc_id, "version")
     line, character = _field(pos, "line"), _field(pos, "character")
@@ -56,10 +59,12 @@ def register(server, inline_completion) -> None:
 
 def with_next_edit(handler):
     """`handler` (inline completion); where it has nothing and next edits are on, the next edit as an item
-    with a range, when that range starts on the cursor's line (where ghost text is drawn)."""
+    with a range, when that range starts on the cursor's line (where ghost text is drawn) and the client does
+    not draw next edits itself."""
     async def inline_completion(ls, params: T.InlineCompletionParams):
         result = await handler(ls, params)
-        if result.items or ls.session is None or not ls.session.cfg.next_edit:
+        if (result.items or ls.session is None or not ls.session.cfg.next_edit
+                or ls.session.next_edits.client_draws):
             return result
         uri = params.text_document.uri
         e = await next_edit(ls, uri, params.position)

@@ -32,6 +32,7 @@ class NextEdits:
         self.history = EditHistory(max_docs=MAX_DOCS)
         self.running: dict[str, str] = {}      # uri → the id of the edit being asked for it
         self.asking: dict[str, _Ask] = {}       # uri → the ask in flight, shared by callers at its place
+        self.client_draws = False               # it asked `textDocument/copilotInlineEdit`: draws edits itself
         # asked; then answered (shown), none (no edit), stale (the document moved on), typed_away (cancelled by
         # an edit), late (past the deadline), failed (an error or a lost connection); unavailable: not asked
         self.counts = dict.fromkeys(("asked", "answered", "none", "stale", "typed_away", "late", "failed",

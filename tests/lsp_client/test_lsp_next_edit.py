@@ -1,7 +1,8 @@
 """Next-edit suggestions end to end: a real LSP client (pytest-lsp) drives `quickcode lsp` with `nextEdit` on,
 over a real WebSocket to a backend on the fake engine (its "model" rewrites the editable region it is shown:
 `a + b` → `a * b`) — `textDocument/copilotInlineEdit` answers the edit as a range away from the cursor, an
-inline completion with nothing to insert answers it as a ranged item, a request for an older version of the
+inline completion with nothing to insert answers it as a ranged item (not to a client that asks the former:
+it draws the edit itself), a request for an older version of the
 document gets no edit, and with the setting off nothing is asked. Then one request through a real backend
 (vLLM on the committed models): the edit's way streams to its end without an error."""
 from __future__ import annotations
@@ -83,6 +84,17 @@ async def test_an_inline_completion_with_nothing_to_insert_answers_the_edit_on_i
     (item,) = res.items
     assert item.insert_text == "*" and item.range == T.Range(T.Position(line=1, character=14),
                                                              T.Position(line=1, character=15))
+
+
+async def test_a_client_that_asks_for_next_edits_gets_no_second_copy_as_ghost_text(client: LanguageClient):
+    """VS Code's extension and the Neovim plugin draw the edit of `copilotInlineEdit` themselves: the same
+    edit as a ranged inline completion would be drawn twice on the cursor's line."""
+    await start(client, client.fake.ws_url, nextEdit=True, nextEditLines=0, deadlineMs=5000)
+    assert len((await inline_edit(client, 1, 17, 1))["edits"]) == 1
+    res = await client.text_document_inline_completion_async(T.InlineCompletionParams(
+        text_document=T.TextDocumentIdentifier(uri=URI), position=T.Position(line=1, character=17),
+        context=T.InlineCompletionContext(trigger_kind=T.InlineCompletionTriggerKind.Automatic)))
+    assert res is None or not res.items
 
 
 async def test_an_edit_asked_for_an_older_version_is_never_answered(client: LanguageClient):
