@@ -237,7 +237,10 @@ async def still_completing(d: Driver, engine: FakeEngine) -> None:
     # ("huge") may have cached this very context, and this check is about the prompt the backend gets
     c.workspace_did_change_configuration(T.DidChangeConfigurationParams(settings={"quickcode": {
         "prefixMaxChars": 50_000, "suffixMaxChars": 20_000, "cache": False,
-        "suggestionUnit": "block"}}))                             # (the whole line, not its first word)
+        "suggestionUnit": "block",                                # (the whole line, not its first word)
+        # the whole line however long it takes: this is about the prompt, not speed (on a loaded machine the
+        # default patience showed " value +" early)
+        "linePatienceMs": 0, "deadlineMs": 30_000}}))
     mid = len(text) // 2                                   # ASCII: the same column in every encoding
     before = list(engine.requests.values())                # (a finished id may be reused: compare the objects)
     seen = {id(r) for r in before}
