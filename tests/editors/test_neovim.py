@@ -121,10 +121,13 @@ def test_neovim_inline_ghost_text_accept_and_write(backend, tmp_path):
         after = buffer_text(nvim)
         assert after.startswith(expected) and "\n" not in after[len(expected):], (after, expected, item)
         nvim.input("<Esc>")
+        assert wait_until(lambda: nvim.api.get_mode()["mode"] == "n", 5.0)
+        written = buffer_text(nvim)             # (that next word may have come in after `after` was read)
         nvim.command("write")
         saved = path.read_text()
         t.lap("written")
-        assert saved == expected + "\n", (saved, expected)
+        assert saved == written + "\n", (saved, written)
+        assert written.startswith(expected) and "\n" not in written[len(expected):], (written, expected)
 
         # the accept command (quickcode.accept, run by vim.lsp.inline_completion.get()) reached the server
         stats = wait_until(lambda: (lambda s: s if s and s["outcomes"]["accepted"] >= 1 else None)(
