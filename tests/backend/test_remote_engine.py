@@ -24,6 +24,7 @@ from quickcode.backend.settings import Settings
 from quickcode.protocol import Complete
 from tests.support import vocab
 from tests.conftest import REPO
+from tests.support.waits import until
 from tests.support.ws_helpers import complete, http_get, open_session, read_until_terminal, recv
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -159,26 +160,24 @@ def test_a_superseded_request_is_aborted_on_the_server(remote, vllm_server):
     deadline = time.monotonic() + HANG_S
     while True:
         after = server_metrics(vllm_server)
-        idle = all(after.get((f"vllm:num_requests_{g}", ()), 1.0) == 0 for g in ("running", "waiting"))
-        if idle and finished_by_itself(after) > finished_by_itself(before) or time.monotonic() > deadline:
+        if idle(after) and finished_by_itself(after) > finished_by_itself(before) or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert idle, "the server still runs or queues a request"
+    assert idle(after), "the server still runs or queues a request"
     assert finished_by_itself(after) - finished_by_itself(before) == 1       # the new one; the old was aborted
     generated = after[("vllm:generation_tokens_total", ())] - before[("vllm:generation_tokens_total", ())]
     assert generated < LONG_TOKENS, generated
     assert remote.call(lambda: (remote.engine.stats.num_running, len(remote.engine._streams))) == (0, 0)
 
 
+def idle(m: dict) -> bool:
+    """A server's metrics say it runs and queues nothing."""
+    return all(m.get((f"vllm:num_requests_{g}", ()), 1.0) == 0 for g in ("running", "waiting"))
+
+
 def wait_idle(server) -> None:
     """Until the server runs and queues nothing (a try's requests are over before the next one's counts)."""
-    deadline = time.monotonic() + HANG_S
-    while time.monotonic() < deadline:
-        m = server_metrics(server)
-        if all(m.get((f"vllm:num_requests_{g}", ()), 1.0) == 0 for g in ("running", "waiting")):
-            return
-        time.sleep(0.1)
-    raise AssertionError("the server still runs or queues a request")
+    until(lambda: idle(server_metrics(server)), "the server to run and queue nothing", hang_s=HANG_S, poll_s=0.1)
 
 
 def test_a_model_the_server_does_not_serve_is_refused_with_the_reason(vllm_server):
