@@ -35,6 +35,7 @@ class Stats:
     editor_cancelled: int = 0        # the editor cancelled the request ($/cancelRequest) before its answer
     rebased: int = 0                 # answers the user typed into while they were written: their rest, further on
     stale_dropped: int = 0           # answers the document moved away from before they were sent: answered empty
+    late: int = 0                    # answered empty at the deadline, the request still running: re-asked once in
     backend_requests: int = 0
     cancelled: int = 0
     stopped_early: int = 0

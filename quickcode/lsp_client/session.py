@@ -53,7 +53,7 @@ class Session:
                                  learn=self.state.learn)
         self.pump = Pump(cfg, clock, channel, self.inflight, self.cache, self.debounce, self.accounting,
                          text_of=lambda uri: d.text if (d := self.docs.get(uri)) else None, on_more=on_more,
-                         on_ended=self._request_ended)
+                         on_ended=lambda f: self.warmups.next_window(f.uri))   # the engine is free of it
         self.warmups = Warmups(cfg, self.stats, self.docs, self._context, self._launch, self._known,
                                windows=self.windows)
         self.apply_config(cfg)
@@ -203,6 +203,9 @@ class Session:
         moved = fresh.rebase(ask.snapshot, ask.offset, text, ask.doc.text) if text else None
         if moved is None or self.docs.get(ask.doc.uri) is not ask.doc:
             self.stats.empty += 1
+            if not (text or final or flight.finished) and ask.doc.text is ask.snapshot:   # late: nothing yet
+                self.stats.late += 1
+                flight.grow = Grow(ask.offset, ask.snapshot, typed, ask.shape, "")   # re-asked once it is in
             self.pump.release(flight)
             return None                      # nothing to show, or the document moved away while we waited
         self.stats.served_network += launched
@@ -260,10 +263,8 @@ class Session:
         return self._show(ask, text, f"{hit.entry.source}+{hit.typed}", "cache")
 
     def _reusable_flight(self, uri: str, ctx: Context) -> Flight | None:
-        if self.cfg.inflight_reuse:
-            flight, stale = self.inflight.best(uri, ctx.prefix, ctx.suffix_head)
-        else:
-            flight, stale = None, self.inflight.for_uri(uri)
+        flight, stale = self.inflight.best(uri, ctx.prefix, ctx.suffix_head) if self.cfg.inflight_reuse \
+            else (None, self.inflight.for_uri(uri))
         if self.cfg.cancel_stale:
             for f in stale:
                 self.pump.cancel(f, End.SUPERSEDED)
@@ -288,9 +289,6 @@ class Session:
     def _shape(self, ctx: Context) -> postprocess.Shape:
         one_line = self.cfg.suggestion_unit in ("word", "line")   # the next line is asked for where it starts
         return postprocess.shape(ctx, 1 if one_line else self.cfg.multiline_max_lines)
-
-    def _request_ended(self, flight: Flight) -> None:
-        self.warmups.next_window(flight.uri)     # the engine is free of this user's request now
 
     def _show(self, ask: Ask, text: str, sid: str, source: str, offset: int | None = None) -> Suggestion:
         offset = ask.offset if offset is None else offset

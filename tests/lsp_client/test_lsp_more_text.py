@@ -18,7 +18,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from quickcode.backend.fake_engine import FakeEngine, ManualClock
 from tests.conftest import fake_settings
-from tests.lsp_client.test_lsp_e2e import URI, _plain, command, end_pos, inline_params, open_doc
+from tests.lsp_client.test_lsp_e2e import URI, _plain, command, end_pos, inline_params, open_doc, type_text
 from tests.support.lsp_held import HANG_S, connect, status_if
 from tests.support.waits import until_async
 
@@ -103,3 +103,51 @@ async def _shown_early_then_completed(client: LanguageClient, held, invoked: boo
     assert again.items, "asked again where the notice said, the whole line is there"
     assert again.items[0].insert_text == "".join(LINE).rstrip("\n"), (first, again.items[0].insert_text)
     assert (await command(client, "quickcode.stats"))["backend_requests"] == before
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "quickcode", "lsp"]))
+async def late_client(lsp_client: LanguageClient, held):
+    b, _, _ = held
+    await connect(lsp_client, b.ws_url, {"suggestionUnit": "line", "deadlineMs": 200})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_suggestion_past_the_deadline_is_announced_and_served_when_asked_again(
+        late_client: LanguageClient, held):
+    """The engine writes nothing until the clock moves: the editor's request is answered empty at the deadline
+    (it must never wait longer), the generation goes on, and once its line is in the editor is told to ask
+    again there, and gets it from that generation."""
+    client, (_, engine, clock) = late_client, held
+    notices: list = []
+    client.feature("$/quickcode/moreText")(lambda params: notices.append(_plain(params)))
+    open_doc(client, TEXT)
+    result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(TEXT)), HANG_S)
+    assert not (result and result.items), "answered empty at the deadline"
+    (req,) = engine.live
+    assert req.state == "running" and not req.tokens and not notices
+    await until_async(lambda: _written(clock, engine, req, lambda: req.state != "running"), "the line to be written",
+                      hang_s=HANG_S)
+    await until_async(lambda: _async(notices), "the $/quickcode/moreText notice", hang_s=HANG_S)
+    pos = end_pos(TEXT)
+    assert notices == [{"textDocument": {"uri": URI}, "position": {"line": pos.line, "character": pos.character}}]
+    stats = await command(client, "quickcode.stats")
+    again = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(TEXT)), HANG_S)
+    assert again.items and again.items[0].insert_text == "".join(LINE).rstrip("\n"), again
+    after = await command(client, "quickcode.stats")
+    assert (stats["late"], after["backend_requests"]) == (1, stats["backend_requests"])
+
+
+async def test_a_late_suggestion_is_not_announced_once_the_user_typed_on(late_client: LanguageClient, held):
+    client, (_, engine, clock) = late_client, held
+    notices: list = []
+    client.feature("$/quickcode/moreText")(lambda params: notices.append(_plain(params)))
+    open_doc(client, TEXT)
+    result = await asyncio.wait_for(client.text_document_inline_completion_async(inline_params(TEXT)), HANG_S)
+    assert not (result and result.items)
+    (req,) = engine.live
+    type_text(client, TEXT, " a", 2)
+    await until_async(lambda: _written(clock, engine, req, lambda: req.state != "running"), "the request to end",
+                      hang_s=HANG_S)
+    await asyncio.sleep(0.2)
+    assert notices == [], "the editor asks by itself after a keystroke"
